@@ -1,0 +1,66 @@
+// `sdgctl generate`: reads a JSON-lines dataset, runs it as one GenerateJob,
+// and writes the results in input order, failed rows to an errors file.
+#ifndef SDG_CLIENT_GENERATE_H_
+#define SDG_CLIENT_GENERATE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "sdg/v1/generation.grpc.pb.h"
+
+namespace sdg {
+
+struct GenerateOptions {
+  std::string input_path;
+  std::string output_path;
+  // Empty means output_path + ".errors.jsonl".
+  std::string errors_path;
+  v1::Block block;
+  std::string job_id;
+  int batch_size = 0;
+  int num_workers = 0;
+  bool fail_fast = false;
+  std::optional<absl::Duration> timeout;
+};
+
+struct GenerateSummary {
+  std::string job_id;
+  v1::JobFinished finished;  // state UNSPECIFIED if the call ended without it
+  grpc::Status call_status;
+  int64_t total_rows = 0;
+  int64_t lines_written = 0;
+  int64_t rows_failed = 0;  // rows written to the errors file
+  std::string errors_path;
+
+  bool AllRowsSucceeded() const {
+    return call_status.ok() && finished.state() == v1::JOB_STATE_SUCCEEDED &&
+           rows_failed == 0;
+  }
+};
+
+// Reads a block file: a JSON object with Block's fields (snake_case or
+// lowerCamelCase), e.g. {"model": "m", "prompt_template": "Q: {{question}}"}.
+absl::StatusOr<v1::Block> LoadBlockFile(const std::string& path);
+
+// Fails before sending anything if the input file is unreadable or not JSON
+// lines, and when the server rejects the job (its status, e.g.
+// INVALID_ARGUMENT). Otherwise returns what happened, including a job that
+// failed or was cancelled (`context.TryCancel()` from another thread cancels
+// it). Progress lines go to `progress`.
+absl::StatusOr<GenerateSummary> RunGenerate(
+    v1::GenerationService::StubInterface& stub, grpc::ClientContext& context,
+    const GenerateOptions& options, std::ostream& progress);
+
+// One line: "job ID SUCCEEDED: 100/100 rows -> out.jsonl (100 lines), ...".
+std::string FormatSummary(const GenerateSummary& summary,
+                          const std::string& output_path);
+
+}  // namespace sdg
+
+#endif  // SDG_CLIENT_GENERATE_H_

@@ -1,0 +1,100 @@
+#include "client/ordered_output.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+
+namespace sdg {
+
+OrderedOutput::OrderedOutput(const std::vector<JsonRow>& inputs,
+                             std::string output_column, int samples_per_row,
+                             std::ostream& output, std::ostream& errors)
+    : inputs_(inputs),
+      output_column_(std::move(output_column)),
+      samples_per_row_(samples_per_row),
+      output_(output),
+      errors_(errors) {}
+
+void OrderedOutput::AddResult(const v1::ShardResult& result) {
+  std::vector<const v1::ResultRow*> rows;
+  for (const v1::ResultRow& row : result.rows()) rows.push_back(&row);
+  std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    return std::pair(a->row_index(), a->sample_index()) <
+           std::pair(b->row_index(), b->sample_index());
+  });
+  for (const v1::ResultRow* row : rows) {
+    int64_t index = row->row_index();
+    if (index < next_row_ || index >= static_cast<int64_t>(inputs_.size())) {
+      continue;  // not a row of ours, or already written
+    }
+    // The input row as read (its key order and numbers intact), plus what
+    // the server added.
+    JsonRow line = inputs_[index];
+    for (const auto& [key, value] : row->columns().fields()) {
+      if (key == output_column_ || !line.contains(key)) {
+        line[key] = ValueToJson(value);
+      }
+    }
+    done_[index].push_back(std::move(line));
+  }
+  Flush();
+}
+
+void OrderedOutput::AddError(const v1::ShardError& error) {
+  for (int64_t i = 0; i < error.row_count(); ++i) {
+    failed_[error.first_row() + i] = Failure{error.code(), error.message()};
+  }
+  Flush();
+}
+
+void OrderedOutput::Flush() {
+  while (next_row_ < static_cast<int64_t>(inputs_.size())) {
+    if (auto done = done_.find(next_row_);
+        done != done_.end() &&
+        static_cast<int>(done->second.size()) >= samples_per_row_) {
+      for (const JsonRow& line : done->second) {
+        output_ << line.dump(-1, ' ', false, JsonRow::error_handler_t::replace)
+                << '\n';
+        ++lines_written_;
+      }
+      done_.erase(done);
+    } else if (auto failed = failed_.find(next_row_); failed != failed_.end()) {
+      WriteError(next_row_, failed->second.code, failed->second.message);
+      failed_.erase(failed);
+    } else {
+      return;
+    }
+    ++next_row_;
+  }
+}
+
+void OrderedOutput::WriteError(int64_t row_index, int32_t code,
+                               const std::string& message) {
+  JsonRow line;
+  line["row_index"] = row_index;
+  line["code"] = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
+  line["message"] = message;
+  line["row"] = inputs_[row_index];
+  errors_ << line.dump(-1, ' ', false, JsonRow::error_handler_t::replace)
+          << '\n';
+  ++rows_failed_;
+}
+
+void OrderedOutput::FinishMissing(const std::string& reason) {
+  Flush();
+  while (next_row_ < static_cast<int64_t>(inputs_.size())) {
+    // A row with some samples but not all counts as not generated.
+    done_.erase(next_row_);
+    if (auto failed = failed_.find(next_row_); failed != failed_.end()) {
+      WriteError(next_row_, failed->second.code, failed->second.message);
+      failed_.erase(failed);
+    } else {
+      WriteError(next_row_, static_cast<int32_t>(absl::StatusCode::kAborted),
+                 reason);
+    }
+    ++next_row_;
+    Flush();
+  }
+}
+
+}  // namespace sdg

@@ -1,0 +1,291 @@
+#include "server/http_client.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace sdg {
+
+using CurlHandle = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
+using CurlHeaders = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+
+struct HttpClient::Transfer {
+  Transfer()
+      : easy(curl_easy_init(), &curl_easy_cleanup),
+        headers(nullptr, &curl_slist_free_all) {}
+
+  RequestId id = 0;
+  CurlHandle easy;
+  CurlHeaders headers;
+  HttpRequest request;  // keeps the POST body alive for libcurl
+  DoneCallback done;
+  HttpResponse response;
+  absl::Time started;
+};
+
+namespace {
+
+size_t OnBody(char* data, size_t size, size_t count, void* user) {
+  static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  auto* response = static_cast<HttpResponse*>(user);
+  absl::string_view line(data, size * count);
+  size_t colon = line.find(':');
+  if (colon != absl::string_view::npos) {
+    absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
+    absl::string_view value =
+        absl::StripAsciiWhitespace(line.substr(colon + 1));
+    double number = 0;
+    if (absl::EqualsIgnoreCase(name, "retry-after-ms") &&
+        absl::SimpleAtod(value, &number) && number >= 0) {
+      response->retry_after = absl::Milliseconds(number);
+    } else if (absl::EqualsIgnoreCase(name, "retry-after") &&
+               !response->retry_after.has_value() &&
+               absl::SimpleAtod(value, &number) && number >= 0) {
+      response->retry_after = absl::Seconds(number);
+    }
+  }
+  return size * count;
+}
+
+absl::Status TransportStatus(CURLcode code, const char* error_buffer) {
+  std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer)
+                                               : curl_easy_strerror(code);
+  switch (code) {
+    case CURLE_OK:
+      return absl::OkStatus();
+    case CURLE_OPERATION_TIMEDOUT:
+      return absl::DeadlineExceededError(detail);
+    default:
+      return absl::UnavailableError(detail);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
+    const Options& options) {
+  CURLM* multi = curl_multi_init();
+  if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
+  return std::unique_ptr<HttpClient>(new HttpClient(options, multi));
+}
+
+HttpClient::HttpClient(const Options& options, CURLM* multi)
+    : options_(options), multi_(multi) {
+  loop_ = std::thread([this] { Loop(); });
+}
+
+HttpClient::~HttpClient() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  curl_multi_wakeup(multi_);
+  loop_.join();
+  curl_multi_cleanup(multi_);
+}
+
+HttpClient::RequestId HttpClient::Start(HttpRequest request,
+                                        DoneCallback done) {
+  RequestId id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_id_++;
+    to_start_.push_back({id, std::move(request), std::move(done)});
+  }
+  curl_multi_wakeup(multi_);
+  return id;
+}
+
+void HttpClient::Cancel(RequestId id) {
+  {
+    absl::MutexLock lock(&mu_);
+    to_cancel_.push_back(id);
+  }
+  curl_multi_wakeup(multi_);
+}
+
+void HttpClient::Launch(Pending pending) {
+  auto transfer = std::make_unique<Transfer>();
+  transfer->id = pending.id;
+  transfer->request = std::move(pending.request);
+  transfer->done = std::move(pending.done);
+  CURL* easy = transfer->easy.get();
+  const HttpRequest& request = transfer->request;
+
+  for (const std::string& header : request.headers) {
+    transfer->headers.reset(
+        curl_slist_append(transfer->headers.release(), header.c_str()));
+  }
+  if (request.json_body.has_value()) {
+    transfer->headers.reset(curl_slist_append(
+        transfer->headers.release(), "Content-Type: application/json"));
+  }
+  // Without this, libcurl waits for "100 Continue" on bodies over 1 KiB.
+  transfer->headers.reset(
+      curl_slist_append(transfer->headers.release(), "Expect:"));
+
+  CURLcode rc = CURLE_OK;
+  auto set = [&](CURLoption option, auto value) {
+    if (rc == CURLE_OK) rc = curl_easy_setopt(easy, option, value);
+  };
+  set(CURLOPT_URL, request.url.c_str());
+  set(CURLOPT_NOSIGNAL, 1L);
+  set(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  set(CURLOPT_HTTPHEADER, transfer->headers.get());
+  set(CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
+  set(CURLOPT_TIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));
+  set(CURLOPT_WRITEFUNCTION, &OnBody);
+  set(CURLOPT_WRITEDATA, &transfer->response.body);
+  set(CURLOPT_HEADERFUNCTION, &OnHeader);
+  set(CURLOPT_HEADERDATA, &transfer->response);
+  set(CURLOPT_PRIVATE, transfer.get());
+  set(CURLOPT_TCP_NODELAY, 1L);
+  if (request.json_body.has_value()) {
+    set(CURLOPT_POST, 1L);
+    set(CURLOPT_POSTFIELDS, request.json_body->data());
+    set(CURLOPT_POSTFIELDSIZE_LARGE,
+        static_cast<curl_off_t>(request.json_body->size()));
+  }
+  if (rc != CURLE_OK) {
+    HttpResponse response;
+    response.transport = absl::InternalError(
+        absl::StrCat("curl_easy_setopt failed: ", curl_easy_strerror(rc)));
+    transfer->done(std::move(response));
+    return;
+  }
+  if (CURLMcode mrc = curl_multi_add_handle(multi_, easy); mrc != CURLM_OK) {
+    HttpResponse response;
+    response.transport = absl::InternalError(absl::StrCat(
+        "curl_multi_add_handle failed: ", curl_multi_strerror(mrc)));
+    transfer->done(std::move(response));
+    return;
+  }
+  transfer->started = absl::Now();
+  transfers_.emplace(transfer->id, std::move(transfer));
+}
+
+void HttpClient::Complete(RequestId id, HttpResponse response) {
+  if (auto waiting = waiting_.find(id); waiting != waiting_.end()) {
+    DoneCallback done = std::move(waiting->second.done);
+    waiting_.erase(waiting);
+    done(std::move(response));
+    return;
+  }
+  auto it = transfers_.find(id);
+  if (it == transfers_.end()) return;
+  std::unique_ptr<Transfer> transfer = std::move(it->second);
+  transfers_.erase(it);
+  curl_multi_remove_handle(multi_, transfer->easy.get());
+  response.elapsed = absl::Now() - transfer->started;
+  transfer->done(std::move(response));
+}
+
+void HttpClient::CompleteFinishedTransfers() {
+  int remaining = 0;
+  while (CURLMsg* message = curl_multi_info_read(multi_, &remaining)) {
+    if (message->msg != CURLMSG_DONE) continue;
+    Transfer* transfer = nullptr;
+    curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &transfer);
+    HttpResponse response = std::move(transfer->response);
+    CURLcode code = message->data.result;
+    char no_detail[1] = {'\0'};
+    response.transport = TransportStatus(code, no_detail);
+    if (code == CURLE_OK) {
+      curl_easy_getinfo(message->easy_handle, CURLINFO_RESPONSE_CODE,
+                        &response.http_code);
+    } else {
+      response.body.clear();
+      response.transport =
+          absl::Status(response.transport.code(),
+                       absl::StrCat(response.transport.message(), " (",
+                                    transfer->request.url, ")"));
+    }
+    Complete(transfer->id, std::move(response));
+  }
+}
+
+int HttpClient::PollTimeoutMs() const {
+  constexpr int kIdleMs = 1000;
+  if (wake_times_.empty()) return kIdleMs;
+  absl::Duration until = wake_times_.top().start_at - absl::Now();
+  return static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(until, absl::Milliseconds(1))), 0,
+      kIdleMs));
+}
+
+void HttpClient::Loop() {
+  while (true) {
+    std::vector<Pending> to_start;
+    std::vector<RequestId> to_cancel;
+    bool stopping;
+    {
+      absl::MutexLock lock(&mu_);
+      to_start.swap(to_start_);
+      to_cancel.swap(to_cancel_);
+      stopping = stopping_;
+    }
+    absl::Time now = absl::Now();
+    for (Pending& pending : to_start) {
+      if (pending.request.start_delay > absl::ZeroDuration()) {
+        wake_times_.push({now + pending.request.start_delay, pending.id});
+        RequestId id = pending.id;
+        waiting_.emplace(id, std::move(pending));
+      } else {
+        Launch(std::move(pending));
+      }
+    }
+    for (RequestId id : to_cancel) {
+      HttpResponse response;
+      response.transport = absl::CancelledError("request cancelled");
+      Complete(id, std::move(response));
+    }
+    if (stopping) break;
+    while (!wake_times_.empty() && wake_times_.top().start_at <= now) {
+      RequestId id = wake_times_.top().id;
+      wake_times_.pop();
+      auto it = waiting_.find(id);
+      if (it == waiting_.end()) continue;  // cancelled while waiting
+      Pending pending = std::move(it->second);
+      waiting_.erase(it);
+      Launch(std::move(pending));
+    }
+
+    int running = 0;
+    curl_multi_perform(multi_, &running);
+    CompleteFinishedTransfers();
+    curl_multi_poll(multi_, nullptr, 0, PollTimeoutMs(), nullptr);
+  }
+
+  // Shutting down: nothing may be left waiting for a callback.
+  std::vector<RequestId> unfinished;
+  for (const auto& [id, transfer] : transfers_) unfinished.push_back(id);
+  for (const auto& [id, pending] : waiting_) unfinished.push_back(id);
+  {
+    absl::MutexLock lock(&mu_);
+    for (Pending& pending : to_start_) {
+      waiting_.emplace(pending.id, std::move(pending));
+      unfinished.push_back(pending.id);
+    }
+    to_start_.clear();
+  }
+  for (RequestId id : unfinished) {
+    HttpResponse response;
+    response.transport = absl::CancelledError("HTTP client is shutting down");
+    Complete(id, std::move(response));
+  }
+}
+
+}  // namespace sdg

@@ -1,0 +1,105 @@
+#include "server/job_stream.h"
+
+namespace sdg {
+
+StreamSink::Action StreamSink::NextActionLocked() {
+  Action action;
+  if (write_in_flight_ || finish_called_) return action;
+  if (client_gone_) {
+    queue_.clear();
+    finish_called_ = true;
+    action.finish = grpc::Status(grpc::StatusCode::CANCELLED,
+                                 "the client cancelled the call");
+    return action;
+  }
+  if (!queue_.empty()) {
+    in_flight_ = std::move(queue_.front());
+    queue_.pop_front();
+    write_in_flight_ = true;
+    action.write = &in_flight_;
+    return action;
+  }
+  if (closed_) {
+    finish_called_ = true;
+    action.finish = grpc::Status::OK;
+  }
+  return action;
+}
+
+void StreamSink::Run(Action action) {
+  if (action.write != nullptr) {
+    reactor_->StartWrite(action.write);
+  } else if (action.finish.has_value()) {
+    reactor_->Finish(*action.finish);
+  }
+}
+
+void StreamSink::Emit(v1::JobEvent event) {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finish_called_ || client_gone_) return;
+    queue_.push_back(std::move(event));
+    action = NextActionLocked();
+  }
+  Run(action);
+}
+
+void StreamSink::Close() {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    action = NextActionLocked();
+  }
+  Run(action);
+}
+
+void StreamSink::OnWriteDone(bool ok) {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok) client_gone_ = true;
+    action = NextActionLocked();
+  }
+  Run(action);
+}
+
+void StreamSink::OnCancel() {
+  Action action;
+  {
+    absl::MutexLock lock(&mu_);
+    client_gone_ = true;
+    action = NextActionLocked();
+  }
+  Run(action);
+}
+
+JobStreamReactor::JobStreamReactor(absl::AnyInvocable<void()> on_client_cancel)
+    : sink_(new StreamSink(this)),
+      on_client_cancel_(std::move(on_client_cancel)) {}
+
+JobStreamReactor* JobStreamReactor::Reject(const grpc::Status& status) {
+  auto* reactor = new JobStreamReactor(nullptr);
+  {
+    absl::MutexLock lock(&reactor->sink_->mu_);
+    reactor->sink_->finish_called_ = true;
+  }
+  reactor->Finish(status);
+  return reactor;
+}
+
+JobStreamReactor* JobStreamReactor::Create(
+    absl::AnyInvocable<void()> on_client_cancel) {
+  return new JobStreamReactor(std::move(on_client_cancel));
+}
+
+void JobStreamReactor::OnCancel() {
+  // OnCancel also follows a normal Finish when the client had already gone;
+  // cancelling a finished job does nothing.
+  if (on_client_cancel_) std::exchange(on_client_cancel_, nullptr)();
+  sink_->OnCancel();
+}
+
+}  // namespace sdg

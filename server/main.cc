@@ -1,0 +1,129 @@
+// sdgd: parses flags, wires the server, turns signals into shutdown.
+#include <curl/curl.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/synchronization/notification.h"
+#include "server/base/logging.h"
+#include "server/base/signal_watcher.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address, HOST:PORT");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
+          "Prometheus /metrics address, HOST:PORT");
+ABSL_FLAG(std::vector<std::string>, backend, {},
+          "NAME=URL[,URL...] with the OpenAI base URL ending in /v1; "
+          "repeatable (comma-separate the flags); the first is the default");
+ABSL_FLAG(int, max_workers, 64, "shards in progress at once, across all jobs");
+ABSL_FLAG(int, backend_max_in_flight, 256,
+          "HTTP requests in flight per backend");
+ABSL_FLAG(bool, backend_batching, false,
+          "send a shard's prompts as one /completions request (vLLM)");
+ABSL_FLAG(int, backend_max_attempts, 3, "HTTP attempts per backend request");
+ABSL_FLAG(absl::Duration, backend_connect_timeout, absl::Seconds(5),
+          "backend connect timeout");
+ABSL_FLAG(absl::Duration, backend_request_timeout, absl::Seconds(600),
+          "backend whole-request timeout");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(25),
+          "time running jobs get to finish after SIGTERM");
+ABSL_FLAG(absl::Duration, job_retention, absl::Hours(1),
+          "how long finished jobs stay listed");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+
+namespace {
+
+absl::StatusOr<sdg::ServerOptions> OptionsFromFlags() {
+  sdg::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.scheduler.max_workers = absl::GetFlag(FLAGS_max_workers);
+  options.http.connect_timeout = absl::GetFlag(FLAGS_backend_connect_timeout);
+  options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
+  options.service.job_retention = absl::GetFlag(FLAGS_job_retention);
+  options.service.limits.default_num_workers = sdg::DefaultNumWorkers();
+  for (const std::string& flag : absl::GetFlag(FLAGS_backend)) {
+    absl::StatusOr<sdg::BackendOptions> backend = sdg::ParseBackendFlag(flag);
+    if (!backend.ok()) return backend.status();
+    backend->max_in_flight = absl::GetFlag(FLAGS_backend_max_in_flight);
+    backend->batching = absl::GetFlag(FLAGS_backend_batching);
+    backend->max_attempts = absl::GetFlag(FLAGS_backend_max_attempts);
+    options.backends.push_back(*std::move(backend));
+  }
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "sdgd --backend NAME=http://HOST:PORT/v1 [--listen HOST:PORT] ...\n"
+      "Runs synthetic-data generation jobs against OpenAI-compatible servers.");
+  absl::ParseCommandLine(argc, argv);
+
+  sdg::LogLevel level;
+  if (!sdg::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
+    std::fprintf(stderr,
+                 "sdgd: --log_level must be debug, info, warning or error\n");
+    return 2;
+  }
+  sdg::SetLogLevel(level);
+
+  // Before any other thread exists, so that every thread inherits the mask.
+  absl::Notification shutdown_requested;
+  sdg::Server* running = nullptr;
+  absl::Mutex running_mu;
+  sdg::SignalWatcher signals([&](int count) {
+    if (count == 1) {
+      shutdown_requested.Notify();
+      return;
+    }
+    absl::MutexLock lock(&running_mu);
+    if (running != nullptr) running->CancelAllJobs();
+  });
+
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  absl::StatusOr<sdg::ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "sdgd: %s\n",
+                 std::string(options.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<sdg::Server>> server =
+      sdg::Server::Create(*options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "sdgd: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::string host = options->listen.substr(0, options->listen.rfind(':'));
+  std::string metrics_host =
+      options->metrics_listen.substr(0, options->metrics_listen.rfind(':'));
+  std::printf("sdgd listening on %s:%d\n", host.c_str(), (*server)->port());
+  std::printf("sdgd metrics on %s:%d\n", metrics_host.c_str(),
+              (*server)->metrics_port());
+  std::fflush(stdout);
+  sdg::Log(sdg::LogLevel::kInfo, "sdgd started",
+           {{"port", (*server)->port()},
+            {"metrics_port", (*server)->metrics_port()},
+            {"backends", options->backends.size()},
+            {"max_workers", options->scheduler.max_workers}});
+  {
+    absl::MutexLock lock(&running_mu);
+    running = server->get();
+  }
+
+  shutdown_requested.WaitForNotification();
+  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  {
+    absl::MutexLock lock(&running_mu);
+    running = nullptr;
+  }
+  server->reset();
+  curl_global_cleanup();
+  return 0;
+}

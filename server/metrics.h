@@ -1,0 +1,91 @@
+// Every Prometheus metric sdgd exports, built once and passed by reference.
+// Names follow DESIGN.md: prefix sdg_, base units, counters end in _total,
+// no job-id labels.
+#ifndef SDG_SERVER_METRICS_H_
+#define SDG_SERVER_METRICS_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace sdg {
+
+class Metrics {
+ public:
+  Metrics();
+
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // The registry to expose (or to serialize in tests).
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The current scrape in Prometheus' text format.
+  std::string Serialize() const;
+
+  // Jobs. `state` is the lower-case final state: succeeded, failed, cancelled.
+  void JobStarted();
+  void JobFinished(absl::string_view state);
+  void JobsQueued(double count);
+  void ShardsQueued(double delta);
+  void WorkerBusy(double delta);
+  // `outcome` is succeeded or failed.
+  void ShardFinished(absl::string_view outcome, absl::Duration elapsed);
+  void RowsFinished(absl::string_view outcome, int64_t count);
+
+  // Backends. `code` is the HTTP status, or a transport error name
+  // (connect_error, timeout, cancelled).
+  void BackendRequest(const std::string& backend, const std::string& code,
+                      absl::Duration elapsed);
+  void BackendInFlight(const std::string& backend, double delta);
+  void BackendConcurrencyLimit(const std::string& backend, double limit);
+  void BackendRetry(const std::string& backend, const std::string& reason);
+  void BackendTokens(const std::string& backend, int64_t prompt_tokens,
+                     int64_t generation_tokens);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Gauge& jobs_active_;
+  prometheus::Gauge& jobs_queued_;
+  prometheus::Family<prometheus::Counter>& jobs_total_;
+  prometheus::Family<prometheus::Counter>& shards_total_;
+  prometheus::Family<prometheus::Counter>& rows_total_;
+  prometheus::Gauge& shards_queued_;
+  prometheus::Gauge& workers_busy_;
+  prometheus::Histogram& shard_duration_seconds_;
+  prometheus::Family<prometheus::Counter>& backend_requests_total_;
+  prometheus::Family<prometheus::Histogram>& backend_request_duration_seconds_;
+  prometheus::Family<prometheus::Gauge>& backend_in_flight_;
+  prometheus::Family<prometheus::Gauge>& backend_concurrency_limit_;
+  prometheus::Family<prometheus::Counter>& backend_retries_total_;
+  prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
+  prometheus::Family<prometheus::Counter>& generation_tokens_total_;
+};
+
+// Serves /metrics over HTTP (prometheus-cpp's civetweb exposer).
+class MetricsServer {
+ public:
+  // `listen` is HOST:PORT; port 0 picks a free port.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(
+      const std::string& listen, const Metrics& metrics);
+  int port() const { return port_; }
+
+ private:
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port)
+      : exposer_(std::move(exposer)), port_(port) {}
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_METRICS_H_

@@ -1,0 +1,101 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/base/logging.h"
+
+namespace sdg {
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
+  if (options.backends.empty()) {
+    return absl::InvalidArgumentError(
+        "no backend configured: pass --backend NAME=http://HOST:PORT/v1");
+  }
+  if (options.scheduler.max_workers < 1) {
+    return absl::InvalidArgumentError("--max_workers must be at least 1");
+  }
+  std::unique_ptr<Server> server(new Server());
+  server->options_ = std::move(options);
+  const ServerOptions& opts = server->options_;
+
+  absl::StatusOr<std::unique_ptr<MetricsServer>> metrics_server =
+      MetricsServer::Create(opts.metrics_listen, server->metrics_);
+  if (!metrics_server.ok()) return metrics_server.status();
+  server->metrics_server_ = *std::move(metrics_server);
+
+  absl::StatusOr<std::unique_ptr<HttpClient>> http =
+      HttpClient::Create(opts.http);
+  if (!http.ok()) return http.status();
+  server->http_ = *std::move(http);
+
+  BackendSet backend_set;
+  backend_set.default_name = opts.backends.front().name;
+  for (const BackendOptions& backend_options : opts.backends) {
+    if (backend_set.by_name.contains(backend_options.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend ", backend_options.name,
+                       " is given twice; list several "
+                       "URLs as NAME=URL1,URL2 instead"));
+    }
+    auto backend = std::make_unique<Backend>(backend_options, *server->http_,
+                                             server->metrics_);
+    backend_set.by_name[backend_options.name] = backend.get();
+    server->backends_.push_back(std::move(backend));
+  }
+
+  server->runner_ = std::make_unique<ShardRunner>(server->metrics_);
+  server->scheduler_ = std::make_unique<Scheduler>(
+      opts.scheduler, *server->runner_, server->metrics_);
+  server->service_ = std::make_unique<GenerationService>(
+      opts.service, std::move(backend_set), *server->scheduler_,
+      server->metrics_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(),
+                           &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", opts.listen,
+                     " (is the port in use? set --listen)"));
+  }
+  server->grpc_server_->GetHealthCheckService()->SetServingStatus(true);
+  return server;
+}
+
+Server::~Server() {
+  if (!shut_down_) Shutdown(absl::ZeroDuration());
+}
+
+void Server::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  Log(LogLevel::kInfo, "shutdown: draining",
+      {{"grace_s", absl::ToDoubleSeconds(grace)}});
+  grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  service_->StartDraining();
+  if (!service_->AwaitJobsFinished(absl::Now() + grace)) {
+    Log(LogLevel::kWarning, "shutdown: grace period ended, cancelling jobs");
+    service_->CancelAllJobs(
+        absl::CancelledError("server is shutting down (grace period ended)"));
+    service_->AwaitJobsFinished(absl::InfiniteFuture());
+  }
+  // Every job has queued its `finished` event; give the streams a moment to
+  // deliver it, then stop. Reactors all call Finish, so this returns early.
+  grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  grpc_server_->Wait();
+  Log(LogLevel::kInfo, "shutdown: done");
+}
+
+void Server::CancelAllJobs() {
+  service_->CancelAllJobs(
+      absl::CancelledError("server is shutting down (second signal)"));
+}
+
+}  // namespace sdg

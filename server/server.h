@@ -1,0 +1,70 @@
+// sdgd as an object: the gRPC server (GenerationService, health, reflection),
+// the metrics endpoint, the scheduler and the backends, wired together and
+// torn down in a stated order. main.cc and the tests both use it.
+#ifndef SDG_SERVER_SERVER_H_
+#define SDG_SERVER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/backend.h"
+#include "server/generation_service.h"
+#include "server/http_client.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "server/shard_runner.h"
+
+namespace sdg {
+
+struct ServerOptions {
+  std::string listen = "0.0.0.0:50051";
+  std::string metrics_listen = "0.0.0.0:9464";
+  // The first is the default backend.
+  std::vector<BackendOptions> backends;
+  Scheduler::Options scheduler;
+  HttpClient::Options http;
+  GenerationService::Options service;
+};
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Create(ServerOptions options);
+  // Shuts down at once (no grace) if Shutdown was not called.
+  ~Server();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_server_->port(); }
+  Metrics& metrics() { return metrics_; }
+
+  // Health turns NOT_SERVING and new jobs get UNAVAILABLE at once; running
+  // jobs get `grace` to end, then are cancelled; every stream gets its
+  // `finished` event; then the gRPC server stops. Blocks until done.
+  void Shutdown(absl::Duration grace);
+  // Cancels every running job now (a second signal during Shutdown).
+  void CancelAllJobs();
+
+ private:
+  Server() = default;
+
+  // Declaration order is construction order; destruction runs backwards.
+  ServerOptions options_;
+  Metrics metrics_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  std::unique_ptr<HttpClient> http_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::unique_ptr<ShardRunner> runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_SERVER_H_

@@ -1,0 +1,78 @@
+// llmsim's HTTP server: one libevent loop, any number of keep-alive
+// connections, replies delayed by a timer (never a sleeping thread), so
+// hundreds of slow requests cost nothing.
+#ifndef SDG_TESTS_LLMSIM_SIM_SERVER_H_
+#define SDG_TESTS_LLMSIM_SIM_SERVER_H_
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "tests/llmsim/simulator.h"
+
+struct event;
+struct event_base;
+struct evhttp;
+struct evhttp_connection;
+struct evhttp_request;
+
+namespace sdg::llmsim {
+
+class SimServer {
+ public:
+  struct Options {
+    std::string listen = "127.0.0.1:0";
+    std::string model = "sim-model";
+    int latency_ms = 0;
+  };
+
+  // Binds the port; port 0 picks a free one.
+  static absl::StatusOr<std::unique_ptr<SimServer>> Create(
+      const Options& options);
+  ~SimServer();
+
+  int port() const { return port_; }
+  // Serves until Stop(), SIGINT or SIGTERM.
+  void Run();
+  // Safe from any thread.
+  void Stop();
+
+ private:
+  struct Pending;
+  struct Stats {
+    int64_t requests = 0;
+    std::map<int, int64_t> by_status;
+    int64_t in_flight = 0;
+    int64_t max_in_flight = 0;
+    int64_t prompts = 0;
+    int64_t closed_by_client = 0;  // connections closed before the reply
+  };
+
+  explicit SimServer(const Options& options);
+  static void OnRequest(evhttp_request* request, void* self);
+  static void OnTimer(int fd, short what, void* pending);
+  static void OnConnectionClosed(evhttp_connection* connection, void* self);
+  static void OnSignal(int fd, short what, void* self);
+
+  void Handle(evhttp_request* request);
+  void Reply(evhttp_request* request, int status, const std::string& body);
+  void ReplyLater(evhttp_request* request, SimReply reply);
+  std::string StatsJson() const;
+
+  const Options options_;
+  const Simulator simulator_;
+  event_base* base_ = nullptr;
+  evhttp* http_ = nullptr;
+  event* sigint_ = nullptr;
+  event* sigterm_ = nullptr;
+  int port_ = 0;
+  Stats stats_;
+  // Delayed replies by connection, so a closed connection frees its own.
+  std::map<evhttp_connection*, std::set<Pending*>> pending_;
+};
+
+}  // namespace sdg::llmsim
+
+#endif  // SDG_TESTS_LLMSIM_SIM_SERVER_H_

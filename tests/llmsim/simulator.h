@@ -1,0 +1,46 @@
+// llmsim's replies: what an OpenAI-compatible server (vLLM's dialect) answers
+// to /v1/models, /v1/completions and /v1/chat/completions, computed without
+// any I/O. The text for prompt P and sample s is "sim(s): P", cut to
+// max_tokens tokens (a token is a whitespace-separated word).
+#ifndef SDG_TESTS_LLMSIM_SIMULATOR_H_
+#define SDG_TESTS_LLMSIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/string_view.h"
+
+namespace sdg::llmsim {
+
+struct SimReply {
+  int status = 200;
+  std::string body;
+  int64_t prompts = 0;  // prompts answered, for /stats
+};
+
+struct Simulator {
+  std::string model;
+
+  SimReply Models() const;
+  SimReply Completions(absl::string_view request_body) const;
+  SimReply ChatCompletions(absl::string_view request_body) const;
+};
+
+// The deterministic text and its finish_reason ("length" when cut).
+struct SimText {
+  std::string text;
+  std::string finish_reason;
+  int64_t tokens = 0;
+};
+SimText MakeSimText(absl::string_view prompt, int sample_index,
+                    int64_t max_tokens);  // max_tokens < 0: no limit
+
+int64_t CountTokens(absl::string_view text);
+
+// An OpenAI-style error body: {"error":{"message":...,"type":...,"code":...}}.
+std::string ErrorBody(int status, absl::string_view message);
+
+}  // namespace sdg::llmsim
+
+#endif  // SDG_TESTS_LLMSIM_SIMULATOR_H_
