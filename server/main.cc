@@ -10,15 +10,13 @@
 #include "absl/flags/usage.h"
 #include "absl/synchronization/notification.h"
 #include "server/base/logging.h"
+#include "server/base/repeated_flag.h"
 #include "server/base/signal_watcher.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address, HOST:PORT");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
           "Prometheus /metrics address, HOST:PORT");
-ABSL_FLAG(std::vector<std::string>, backend, {},
-          "NAME=URL[,URL...] with the OpenAI base URL ending in /v1; "
-          "repeatable (comma-separate the flags); the first is the default");
 ABSL_FLAG(int, max_workers, 64, "shards in progress at once, across all jobs");
 ABSL_FLAG(int, backend_max_in_flight, 256,
           "HTTP requests in flight per backend");
@@ -37,7 +35,15 @@ ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 
 namespace {
 
-absl::StatusOr<sdg::ServerOptions> OptionsFromFlags() {
+constexpr char kUsage[] =
+    "sdgd --backend NAME=URL[,URL...] [--backend ...] [flags]\n"
+    "Runs synthetic-data generation jobs against OpenAI-compatible servers.\n"
+    "  --backend NAME=URL[,URL...]  a backend: the OpenAI base URL ending in\n"
+    "      /v1 (several URLs share the load); repeatable; the first is the\n"
+    "      default for blocks that name none.";
+
+absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
+    const std::vector<std::string>& backend_flags) {
   sdg::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
@@ -46,7 +52,7 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags() {
   options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
   options.service.job_retention = absl::GetFlag(FLAGS_job_retention);
   options.service.limits.default_num_workers = sdg::DefaultNumWorkers();
-  for (const std::string& flag : absl::GetFlag(FLAGS_backend)) {
+  for (const std::string& flag : backend_flags) {
     absl::StatusOr<sdg::BackendOptions> backend = sdg::ParseBackendFlag(flag);
     if (!backend.ok()) return backend.status();
     backend->max_in_flight = absl::GetFlag(FLAGS_backend_max_in_flight);
@@ -60,10 +66,11 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "sdgd --backend NAME=http://HOST:PORT/v1 [--listen HOST:PORT] ...\n"
-      "Runs synthetic-data generation jobs against OpenAI-compatible servers.");
-  absl::ParseCommandLine(argc, argv);
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<char*> args(argv, argv + argc);
+  const std::vector<std::string> backend_flags =
+      sdg::TakeRepeatedFlag("backend", args);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 
   sdg::LogLevel level;
   if (!sdg::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
@@ -87,7 +94,7 @@ int main(int argc, char** argv) {
   });
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  absl::StatusOr<sdg::ServerOptions> options = OptionsFromFlags();
+  absl::StatusOr<sdg::ServerOptions> options = OptionsFromFlags(backend_flags);
   if (!options.ok()) {
     std::fprintf(stderr, "sdgd: %s\n",
                  std::string(options.status().message()).c_str());

@@ -113,7 +113,6 @@ void SimServer::OnRequest(evhttp_request* request, void* self) {
 }
 
 void SimServer::Handle(evhttp_request* request) {
-  ++stats_.requests;
   std::string path =
       evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request))
           ? evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request))
@@ -140,6 +139,7 @@ void SimServer::Handle(evhttp_request* request) {
   } else {
     reply = {404, ErrorBody(404, absl::StrCat("no route for ", path)), 0};
   }
+  if (simulated) ++stats_.requests;
   if (simulated && options_.latency_ms > 0) {
     ReplyLater(request, std::move(reply));
     return;

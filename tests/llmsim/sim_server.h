@@ -42,7 +42,7 @@ class SimServer {
  private:
   struct Pending;
   struct Stats {
-    int64_t requests = 0;
+    int64_t requests = 0;  // generation requests (completions and chat)
     std::map<int, int64_t> by_status;
     int64_t in_flight = 0;
     int64_t max_in_flight = 0;

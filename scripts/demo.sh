@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The main job on the embedded default: builds sdgd, starts llmsim (the
+# project's OpenAI-compatible simulator) and sdgd on free loopback ports, runs
+# `sdgctl generate` on the sample seed set, prints the generated rows and the
+# summary, then stops both servers.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib.sh"
+
+"$root/scripts/setup.sh"
+build="$root/build/release"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
+cmake --build "$build" -j 2 --target sdgd sdgctl llmsim
+
+work=$(mktemp -d /tmp/sdgd-demo.XXXXXX)
+pids=()
+stop_servers() {
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2> /dev/null || true; done
+}
+trap stop_servers EXIT
+
+# 20 ms per reply, like a fast model server.
+"$build/tests/llmsim/llmsim" --listen 127.0.0.1:0 --model granite-7b-lab \
+  --latency_ms 20 > "$work/llmsim.out" 2> "$work/llmsim.log" &
+pids+=($!)
+llmsim_port=$(wait_for_port "$work/llmsim.out" "llmsim listening on")
+
+"$build/server/sdgd" --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 \
+  --backend "llmsim=http://127.0.0.1:$llmsim_port/v1" \
+  > "$work/sdgd.out" 2> "$work/sdgd.log" &
+pids+=($!)
+port=$(wait_for_port "$work/sdgd.out" "sdgd listening on")
+metrics_port=$(wait_for_port "$work/sdgd.out" "sdgd metrics on")
+echo "demo: llmsim on 127.0.0.1:$llmsim_port, sdgd on 127.0.0.1:$port (metrics :$metrics_port)"
+echo
+
+"$build/client/sdgctl" generate --server "127.0.0.1:$port" \
+  --input "$root/examples/seed.jsonl" --output "$work/generated.jsonl" \
+  --block "$root/examples/answer_block.json" --batch_size 4 --num_workers 4
+
+echo
+echo "Generated rows ($work/generated.jsonl):"
+cat "$work/generated.jsonl"
+echo
+echo "sdgd's view of the job:"
+"$build/client/sdgctl" jobs --server "127.0.0.1:$port"
+echo
+echo "Server log: $work/sdgd.log"

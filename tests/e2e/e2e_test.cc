@@ -1,0 +1,255 @@
+// End to end, as an operator runs it: llmsim and sdgd as processes on free
+// loopback ports, driven by sdgctl and by plain gRPC clients.
+#include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "tests/e2e/stack.h"
+#include "tests/testing/http_get.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+
+std::vector<json> JsonLines(const std::string& text) {
+  std::vector<json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(json::parse(line));
+  }
+  return lines;
+}
+
+class EndToEndTest : public ::testing::Test {
+ protected:
+  void Start(const StackOptions& options = {}) {
+    auto stack = Stack::Start(options);
+    ASSERT_TRUE(stack.ok()) << stack.status();
+    stack_ = *std::move(stack);
+  }
+
+  // A dataset of `rows` questions with an id column.
+  std::string WriteDataset(int rows) {
+    std::string path = stack_->dir() + "/in.jsonl";
+    std::string text;
+    for (int i = 0; i < rows; ++i) {
+      text += json{{"id", i}, {"question", "What is item " + std::to_string(i) + "?"}}
+                  .dump() + "\n";
+    }
+    WriteFile(path, text);
+    return path;
+  }
+
+  std::string Out() const { return stack_->dir() + "/out.jsonl"; }
+
+  void TearDown() override {
+    if (HasFailure() && stack_ != nullptr) {
+      std::cerr << "--- sdgd log ---\n" << stack_->SdgdLog();
+    }
+  }
+
+  std::unique_ptr<Stack> stack_;
+};
+
+TEST_F(EndToEndTest, HundredRowsComeBackInInputOrder) {
+  Start();
+  std::string in = WriteDataset(100);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template=Answer briefly. {{question}}", "--batch_size=8",
+       "--num_workers=4"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<json> lines = JsonLines(ReadFile(Out()));
+  ASSERT_EQ(lines.size(), 100u);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(lines[i]["id"], i);
+    EXPECT_EQ(lines[i]["output"], "sim(0): Answer briefly. What is item " +
+                                      std::to_string(i) + "?");
+  }
+  EXPECT_THAT(result.err, HasSubstr("JOB_STATE_SUCCEEDED: 100/100 rows generated"));
+  EXPECT_EQ(ReadFile(Out() + ".errors.jsonl"), "");
+}
+
+TEST_F(EndToEndTest, ChatApiWithABlockFile) {
+  Start();
+  std::string in = WriteDataset(10);
+  std::string block = stack_->dir() + "/block.json";
+  WriteFile(block, R"({"name": "qa", "model": "m", "api": "API_CHAT",
+      "system_prompt": "You answer questions.",
+      "prompt_template": "{{question}}", "output_column": "answer"})");
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--block=" + block});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<json> lines = JsonLines(ReadFile(Out()));
+  ASSERT_EQ(lines.size(), 10u);
+  EXPECT_EQ(lines[9]["answer"], "sim(0): What is item 9?");
+  EXPECT_FALSE(lines[9].contains("output"));
+}
+
+TEST_F(EndToEndTest, ThreeSamplesPerRowInSampleOrder) {
+  Start();
+  std::string in = WriteDataset(5);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--n=3", "--batch_size=2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<json> lines = JsonLines(ReadFile(Out()));
+  ASSERT_EQ(lines.size(), 15u);
+  for (int row = 0; row < 5; ++row) {
+    for (int s = 0; s < 3; ++s) {
+      EXPECT_EQ(lines[row * 3 + s]["output"],
+                "sim(" + std::to_string(s) + "): What is item " +
+                    std::to_string(row) + "?");
+    }
+  }
+}
+
+TEST_F(EndToEndTest, UnknownBackendIsInvalidArgument) {
+  Start();
+  std::string in = WriteDataset(3);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--backend=nope"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err,
+              HasSubstr("INVALID_ARGUMENT: block.backend: unknown backend \"nope\""));
+}
+
+TEST_F(EndToEndTest, MissingColumnIsInvalidArgumentNamingIt) {
+  Start();
+  std::string in = WriteDataset(3);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{context}} {{question}}"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err,
+              HasSubstr("INVALID_ARGUMENT: block.prompt_template: column "
+                        "\"context\" is missing from row 0"));
+}
+
+TEST_F(EndToEndTest, BadInputFileIsReportedBeforeAnythingIsSent) {
+  Start();
+  std::string in = stack_->dir() + "/bad.jsonl";
+  WriteFile(in, "{\"question\": \"ok\"}\n\"just a string\"\n");
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr(in + ":2: expected a JSON object, got a string"));
+  auto stats = HttpGet(stack_->llmsim_url() + "/stats");
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(json::parse(*stats)["requests"], 0);
+}
+
+TEST_F(EndToEndTest, DeadBackendFillsTheErrorFile) {
+  StackOptions options;
+  options.extra_backends = {"dead=http://127.0.0.1:1/v1"};
+  options.sdgd_args = {"--backend_max_attempts=1"};
+  Start(options);
+  std::string in = WriteDataset(6);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--backend=dead", "--batch_size=4"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("JOB_STATE_FAILED: 0/6 rows generated"));
+  EXPECT_EQ(ReadFile(Out()), "");
+  std::vector<json> errors = JsonLines(ReadFile(Out() + ".errors.jsonl"));
+  ASSERT_EQ(errors.size(), 6u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(errors[i]["row_index"], i);
+    EXPECT_EQ(errors[i]["code"], "UNAVAILABLE");
+    EXPECT_EQ(errors[i]["row"]["id"], i);
+  }
+}
+
+TEST_F(EndToEndTest, ReflectionListsTheService) {
+  Start();
+  auto channel = grpc::CreateChannel(stack_->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> services;
+  for (const auto& service : response.list_services_response().service()) {
+    services.push_back(service.name());
+  }
+  EXPECT_THAT(services, ::testing::Contains("sdg.v1.GenerationService"));
+  EXPECT_THAT(services, ::testing::Contains("grpc.health.v1.Health"));
+  while (stream->Read(&response)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(EndToEndTest, HealthSaysServing) {
+  Start();
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      stack_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(stub->Check(&context, request, &response).ok());
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(EndToEndTest, MetricsMatchTheJobJustRun) {
+  Start();
+  std::string in = WriteDataset(12);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--batch_size=5"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto scrape = HttpGet(stack_->metrics_url());
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_jobs_total{state="succeeded"})"), 1);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_rows_total{outcome="succeeded"})"), 12);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_shards_total{outcome="succeeded"})"), 3);
+  EXPECT_EQ(MetricValue(*scrape,
+                        R"(sdg_backend_requests_total{backend="sim",code="200"})"),
+            12);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_generation_tokens_total{backend="sim"})"),
+            12 * 5);  // "sim(0): What is item N?" is 5 tokens
+}
+
+TEST_F(EndToEndTest, JobsGetAndCancelCommands) {
+  Start();
+  std::string in = WriteDataset(2);
+  ASSERT_EQ(stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
+                            "--model=m", "--template={{question}}",
+                            "--job_id=first"})
+                .exit_code,
+            0);
+  CommandResult jobs = stack_->Sdgctl({"jobs"});
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_THAT(jobs.out, HasSubstr("first"));
+  EXPECT_THAT(jobs.out, HasSubstr("SUCCEEDED"));
+  CommandResult get = stack_->Sdgctl({"get", "first"});
+  EXPECT_EQ(get.exit_code, 0) << get.err;
+  EXPECT_EQ(json::parse(get.out)["state"], "JOB_STATE_SUCCEEDED");
+  CommandResult missing = stack_->Sdgctl({"cancel", "nope"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND: no job \"nope\""));
+}
+
+TEST_F(EndToEndTest, SigtermStopsTheServerWithExitCodeZero) {
+  Start();
+  stack_->sdgd().Signal(SIGTERM);
+  EXPECT_EQ(stack_->sdgd().Wait(), 0);
+  EXPECT_THAT(stack_->SdgdLog(), HasSubstr("shutdown: done"));
+}
+
+}  // namespace
+}  // namespace sdg::testing

@@ -1,0 +1,48 @@
+// llmsim and sdgd started as real processes on free loopback ports, the way
+// an operator runs them; stopped (and reaped) when the Stack is destroyed.
+#ifndef SDG_TESTS_E2E_STACK_H_
+#define SDG_TESTS_E2E_STACK_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tests/testing/subprocess.h"
+
+namespace sdg::testing {
+
+struct StackOptions {
+  std::vector<std::string> llmsim_args;  // beyond --listen and --model
+  std::vector<std::string> sdgd_args;    // beyond --listen and --backend
+  // Extra backends for sdgd, as NAME=URL; the llmsim one is "sim".
+  std::vector<std::string> extra_backends;
+};
+
+class Stack {
+ public:
+  static absl::StatusOr<std::unique_ptr<Stack>> Start(const StackOptions& options);
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string metrics_url() const;
+  std::string llmsim_url() const;  // without /v1
+  const std::string& dir() const { return dir_; }
+  Subprocess& sdgd() { return *sdgd_; }
+  Subprocess& llmsim() { return *llmsim_; }
+  std::string SdgdLog() const;
+
+  // Runs sdgctl with --server set.
+  CommandResult Sdgctl(std::vector<std::string> args) const;
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Subprocess> llmsim_;
+  std::unique_ptr<Subprocess> sdgd_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  int llmsim_port_ = 0;
+};
+
+}  // namespace sdg::testing
+
+#endif  // SDG_TESTS_E2E_STACK_H_

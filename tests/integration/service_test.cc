@@ -1,0 +1,300 @@
+// The service in-process against llmsim's HTTP server on a free loopback port:
+// real gRPC, real HTTP, no mocks.
+#include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "google/protobuf/util/json_util.h"
+#include "sdg/v1/generation.grpc.pb.h"
+#include "server/server.h"
+#include "tests/llmsim/sim_server.h"
+#include "tests/testing/http_get.h"
+
+namespace sdg {
+namespace {
+
+using ::testing::HasSubstr;
+
+// llmsim's server on its own (owned, joined) thread.
+class SimThread {
+ public:
+  explicit SimThread(int latency_ms = 0) {
+    llmsim::SimServer::Options options;
+    options.model = "m";
+    options.latency_ms = latency_ms;
+    server_ = *llmsim::SimServer::Create(options);
+    thread_ = std::thread([this] { server_->Run(); });
+  }
+  ~SimThread() {
+    server_->Stop();
+    thread_.join();
+  }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1";
+  }
+
+ private:
+  std::unique_ptr<llmsim::SimServer> server_;
+  std::thread thread_;
+};
+
+struct Events {
+  std::vector<v1::JobEvent> all;
+  grpc::Status status;
+
+  std::vector<v1::ResultRow> Rows() const {
+    std::vector<v1::ResultRow> rows;
+    for (const auto& event : all) {
+      for (const auto& row : event.shard_result().rows()) rows.push_back(row);
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return std::pair(a.row_index(), a.sample_index()) <
+             std::pair(b.row_index(), b.sample_index());
+    });
+    return rows;
+  }
+  std::vector<v1::ShardError> Errors() const {
+    std::vector<v1::ShardError> errors;
+    for (const auto& event : all) {
+      if (event.has_shard_error()) errors.push_back(event.shard_error());
+    }
+    return errors;
+  }
+  const v1::JobFinished& Finished() const { return all.back().finished(); }
+};
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void StartServer(std::vector<std::string> backend_urls) {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.metrics_listen = "127.0.0.1:0";
+    options.scheduler.max_workers = 8;
+    for (size_t i = 0; i < backend_urls.size(); ++i) {
+      BackendOptions backend;
+      backend.name = i == 0 ? "sim" : "other";
+      backend.base_urls = {backend_urls[i]};
+      backend.initial_backoff = absl::Milliseconds(10);
+      options.backends.push_back(backend);
+    }
+    auto server = Server::Create(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = v1::GenerationService::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(server_->port()),
+        grpc::InsecureChannelCredentials()));
+  }
+
+  v1::GenerateJobRequest Request(int rows) {
+    v1::GenerateJobRequest request;
+    request.mutable_block()->set_model("m");
+    request.mutable_block()->set_prompt_template("Q{{id}}: {{question}}");
+    for (int i = 0; i < rows; ++i) {
+      google::protobuf::Struct* row = request.add_rows();
+      (*row->mutable_fields())["id"].set_number_value(i);
+      (*row->mutable_fields())["question"].set_string_value("why " +
+                                                            std::to_string(i));
+    }
+    request.set_batch_size(3);
+    request.set_num_workers(4);
+    return request;
+  }
+
+  Events Run(const v1::GenerateJobRequest& request) {
+    grpc::ClientContext context;
+    Events events;
+    auto reader = stub_->GenerateJob(&context, request);
+    v1::JobEvent event;
+    while (reader->Read(&event)) events.all.push_back(event);
+    events.status = reader->Finish();
+    return events;
+  }
+
+  SimThread sim_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::GenerationService::Stub> stub_;
+};
+
+TEST_F(ServiceTest, StreamsEveryRowBetweenStartedAndFinished) {
+  StartServer({sim_.url()});
+  Events events = Run(Request(20));
+  ASSERT_TRUE(events.status.ok()) << events.status.error_message();
+  ASSERT_GE(events.all.size(), 2u);
+  ASSERT_TRUE(events.all.front().has_started());
+  EXPECT_EQ(events.all.front().started().total_rows(), 20);
+  EXPECT_EQ(events.all.front().started().total_shards(), 7);
+  EXPECT_EQ(events.all.front().started().batch_size(), 3);
+  EXPECT_EQ(events.all.front().started().num_workers(), 4);
+  ASSERT_TRUE(events.all.back().has_finished());
+  EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(events.Finished().rows_succeeded(), 20);
+  EXPECT_EQ(events.Finished().shards_succeeded(), 7);
+
+  std::vector<v1::ResultRow> rows = events.Rows();
+  ASSERT_EQ(rows.size(), 20u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(rows[i].row_index(), i);
+    EXPECT_EQ(rows[i].columns().fields().at("output").string_value(),
+              "sim(0): Q" + std::to_string(i) + ": why " + std::to_string(i));
+    EXPECT_EQ(rows[i].columns().fields().at("question").string_value(),
+              "why " + std::to_string(i));
+    EXPECT_EQ(rows[i].finish_reason(), "stop");
+  }
+}
+
+TEST_F(ServiceTest, ChatSendsTheRenderedPromptAsTheUserMessage) {
+  StartServer({sim_.url()});
+  v1::GenerateJobRequest request = Request(5);
+  request.mutable_block()->set_api(v1::API_CHAT);
+  request.mutable_block()->set_system_prompt("You are terse.");
+  request.mutable_block()->set_output_column("answer");
+  Events events = Run(request);
+  ASSERT_EQ(events.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  std::vector<v1::ResultRow> rows = events.Rows();
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[4].columns().fields().at("answer").string_value(),
+            "sim(0): Q4: why 4");
+}
+
+TEST_F(ServiceTest, NSamplesGiveNRowsPerInputRow) {
+  StartServer({sim_.url()});
+  v1::GenerateJobRequest request = Request(4);
+  request.mutable_block()->set_n(3);
+  request.mutable_block()->set_max_tokens(2);
+  Events events = Run(request);
+  ASSERT_EQ(events.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  std::vector<v1::ResultRow> rows = events.Rows();
+  ASSERT_EQ(rows.size(), 12u);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(rows[3 * 3 + s].row_index(), 3);
+    EXPECT_EQ(rows[3 * 3 + s].sample_index(), s);
+    // max_tokens 2 keeps "sim(s):" and the first prompt word.
+    EXPECT_EQ(rows[3 * 3 + s].columns().fields().at("output").string_value(),
+              "sim(" + std::to_string(s) + "): Q3:");
+    EXPECT_EQ(rows[3 * 3 + s].finish_reason(), "length");
+  }
+}
+
+TEST_F(ServiceTest, UnknownBackendIsInvalidArgument) {
+  StartServer({sim_.url()});
+  v1::GenerateJobRequest request = Request(2);
+  request.mutable_block()->set_backend("gpt");
+  Events events = Run(request);
+  EXPECT_EQ(events.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(events.status.error_message(),
+            "block.backend: unknown backend \"gpt\"; this server has: sim");
+  EXPECT_TRUE(events.all.empty());
+}
+
+TEST_F(ServiceTest, MissingColumnIsInvalidArgumentNamingIt) {
+  StartServer({sim_.url()});
+  v1::GenerateJobRequest request = Request(3);
+  request.mutable_block()->set_prompt_template("{{context}}");
+  Events events = Run(request);
+  EXPECT_EQ(events.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(events.status.error_message(),
+            "block.prompt_template: column \"context\" is missing from row 0");
+}
+
+TEST_F(ServiceTest, DeadBackendGivesShardErrorsAndTheCallStillSucceeds) {
+  // Port 1 on loopback: nothing listens, connections are refused.
+  StartServer({sim_.url(), "http://127.0.0.1:1/v1"});
+  v1::GenerateJobRequest request = Request(7);
+  request.mutable_block()->set_backend("other");
+  Events events = Run(request);
+  ASSERT_TRUE(events.status.ok()) << events.status.error_message();
+  std::vector<v1::ShardError> errors = events.Errors();
+  ASSERT_EQ(errors.size(), 3u);
+  int64_t rows = 0;
+  for (const v1::ShardError& error : errors) {
+    EXPECT_EQ(error.code(), static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+    EXPECT_EQ(error.attempts(), 3);
+    EXPECT_THAT(error.message(), HasSubstr("127.0.0.1"));
+    rows += error.row_count();
+  }
+  EXPECT_EQ(rows, 7);
+  EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(events.Finished().rows_failed(), 7);
+  EXPECT_EQ(events.Finished().reason(),
+            "3 of 3 shards failed; see the shard_error events");
+}
+
+TEST_F(ServiceTest, DuplicateJobIdIsAlreadyExists) {
+  StartServer({sim_.url()});
+  v1::GenerateJobRequest request = Request(1);
+  request.set_job_id("same");
+  ASSERT_EQ(Run(request).Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  Events again = Run(request);
+  EXPECT_EQ(again.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(again.status.error_message(), HasSubstr("\"same\""));
+}
+
+TEST_F(ServiceTest, GetAndListShowAFinishedJob) {
+  StartServer({sim_.url()});
+  v1::GenerateJobRequest request = Request(4);
+  request.set_job_id("job-a");
+  request.mutable_block()->set_name("answers");
+  ASSERT_EQ(Run(request).Finished().state(), v1::JOB_STATE_SUCCEEDED);
+
+  grpc::ClientContext get_context;
+  v1::GetJobRequest get;
+  get.set_job_id("job-a");
+  v1::Job job;
+  ASSERT_TRUE(stub_->GetJob(&get_context, get, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.rows_succeeded(), 4);
+  EXPECT_EQ(job.block_name(), "answers");
+  EXPECT_EQ(job.backend(), "sim");
+  EXPECT_GT(job.end_time().seconds(), 0);
+
+  grpc::ClientContext list_context;
+  v1::ListJobsResponse list;
+  ASSERT_TRUE(stub_->ListJobs(&list_context, v1::ListJobsRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).job_id(), "job-a");
+}
+
+TEST_F(ServiceTest, UnknownJobIsNotFound) {
+  StartServer({sim_.url()});
+  for (int rpc = 0; rpc < 2; ++rpc) {
+    grpc::ClientContext context;
+    v1::Job job;
+    grpc::Status status;
+    if (rpc == 0) {
+      v1::GetJobRequest request;
+      request.set_job_id("nope");
+      status = stub_->GetJob(&context, request, &job);
+    } else {
+      v1::CancelJobRequest request;
+      request.set_job_id("nope");
+      status = stub_->CancelJob(&context, request, &job);
+    }
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_THAT(status.error_message(), HasSubstr("no job \"nope\""));
+  }
+}
+
+TEST_F(ServiceTest, MetricsCountTheJobJustRun) {
+  StartServer({sim_.url()});
+  ASSERT_EQ(Run(Request(10)).Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  auto scrape = testing::HttpGet("http://127.0.0.1:" +
+                                 std::to_string(server_->metrics_port()) +
+                                 "/metrics");
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  using testing::MetricValue;
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_jobs_total{state="succeeded"})"), 1);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_rows_total{outcome="succeeded"})"), 10);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_rows_total{outcome="failed"})"), 0);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_shards_total{outcome="succeeded"})"), 4);
+  EXPECT_EQ(MetricValue(*scrape,
+                        R"(sdg_backend_requests_total{backend="sim",code="200"})"),
+            10);
+  EXPECT_EQ(MetricValue(*scrape, "sdg_jobs_active"), 0);
+  EXPECT_EQ(MetricValue(*scrape, "sdg_workers_busy"), 0);
+  EXPECT_EQ(MetricValue(*scrape, "sdg_shards_queued"), 0);
+}
+
+}  // namespace
+}  // namespace sdg

@@ -1,0 +1,78 @@
+#include "tests/llmsim/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace sdg::llmsim {
+namespace {
+
+using ::nlohmann::json;
+
+TEST(SimulatorTest, TextIsSamplePrefixPlusPrompt) {
+  SimText text = MakeSimText("What is  2+2?", 1, -1);
+  EXPECT_EQ(text.text, "sim(1): What is  2+2?");
+  EXPECT_EQ(text.finish_reason, "stop");
+  EXPECT_EQ(text.tokens, 4);
+}
+
+TEST(SimulatorTest, TextIsCutAtMaxTokens) {
+  SimText text = MakeSimText("one two three four", 0, 3);
+  EXPECT_EQ(text.text, "sim(0): one two");
+  EXPECT_EQ(text.finish_reason, "length");
+  EXPECT_EQ(text.tokens, 3);
+}
+
+TEST(SimulatorTest, PromptListWithNOrdersChoicesLikeVllm) {
+  Simulator sim{"m"};
+  SimReply reply = sim.Completions(R"({"model":"m","prompt":["a","b"],"n":2})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json body = json::parse(reply.body);
+  ASSERT_EQ(body["choices"].size(), 4u);
+  EXPECT_EQ(body["choices"][3]["index"], 3);
+  EXPECT_EQ(body["choices"][3]["text"], "sim(1): b");
+  EXPECT_EQ(body["choices"][1]["text"], "sim(1): a");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 8);
+  EXPECT_EQ(reply.prompts, 2);
+}
+
+TEST(SimulatorTest, ChatAnswersTheLastUserMessage) {
+  Simulator sim{"m"};
+  SimReply reply = sim.ChatCompletions(
+      R"({"model":"m","messages":[{"role":"system","content":"s"},
+          {"role":"user","content":"first"},{"role":"assistant","content":"x"},
+          {"role":"user","content":"second"}]})");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  json body = json::parse(reply.body);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "sim(0): second");
+}
+
+TEST(SimulatorTest, MalformedRequestsGet400WithOpenAiError) {
+  Simulator sim{"m"};
+  for (const char* request : {"{oops", R"({"model":"m"})",
+                              R"({"model":"m","prompt":[1]})",
+                              R"({"model":"m","prompt":"x","n":0})"}) {
+    SimReply reply = sim.Completions(request);
+    EXPECT_EQ(reply.status, 400) << request;
+    json body = json::parse(reply.body);
+    EXPECT_TRUE(body["error"]["message"].is_string()) << request;
+  }
+}
+
+TEST(SimulatorTest, UnknownModelGets404) {
+  Simulator sim{"m"};
+  SimReply reply = sim.Completions(R"({"model":"other","prompt":"x"})");
+  EXPECT_EQ(reply.status, 404);
+  EXPECT_EQ(json::parse(reply.body)["error"]["message"],
+            "The model `other` does not exist.");
+}
+
+TEST(SimulatorTest, ModelsReportsVllmOwnership) {
+  json body = json::parse(Simulator{"m"}.Models().body);
+  EXPECT_EQ(body["data"][0]["id"], "m");
+  EXPECT_EQ(body["data"][0]["owned_by"], "vllm");
+}
+
+}  // namespace
+}  // namespace sdg::llmsim
