@@ -107,10 +107,20 @@ absl::StatusOr<GenerateSummary> RunGenerate(
                                         : options.block.output_column();
   const int samples = options.block.n() > 0 ? options.block.n() : 1;
 
-  // Files are opened once the job has started: a rejected job leaves none.
+  // Files are opened once the job exists (`started`, or `finished` for a job
+  // cancelled while queued): a rejected job leaves none.
   std::ofstream output;
   std::ofstream errors;
   std::unique_ptr<OrderedOutput> ordered;
+  auto open_outputs = [&]() -> bool {
+    if (ordered) return true;
+    output.open(options.output_path, std::ios::trunc);
+    errors.open(summary.errors_path, std::ios::trunc);
+    if (!output || !errors) return false;
+    ordered = std::make_unique<OrderedOutput>(*inputs, output_column, samples,
+                                              output, errors);
+    return true;
+  };
   ProgressPrinter progress(progress_out);
   int64_t done = 0;
   int64_t failed = 0;
@@ -122,16 +132,12 @@ absl::StatusOr<GenerateSummary> RunGenerate(
     summary.job_id = event.job_id();
     switch (event.event_case()) {
       case v1::JobEvent::kStarted:
-        output.open(options.output_path, std::ios::trunc);
-        errors.open(summary.errors_path, std::ios::trunc);
-        if (!output || !errors) {
+        if (!open_outputs()) {
           context.TryCancel();
-          return absl::PermissionDeniedError(
-              absl::StrCat("cannot write ", options.output_path, " or ",
-                           summary.errors_path, "; the job was cancelled"));
+          return absl::PermissionDeniedError(absl::StrCat(
+              "cannot write ", options.output_path, " or ",
+              summary.errors_path, "; the job was cancelled"));
         }
-        ordered = std::make_unique<OrderedOutput>(*inputs, output_column,
-                                                  samples, output, errors);
         break;
       case v1::JobEvent::kShardResult:
         if (ordered) ordered->AddResult(event.shard_result());
@@ -147,6 +153,7 @@ absl::StatusOr<GenerateSummary> RunGenerate(
         break;
       case v1::JobEvent::kFinished:
         summary.finished = event.finished();
+        open_outputs();
         break;
       case v1::JobEvent::EVENT_NOT_SET:
         break;

@@ -1,5 +1,6 @@
 #include "server/generation_service.h"
 
+#include "absl/time/clock.h"
 #include "server/base/logging.h"
 #include "server/job_stream.h"
 #include "server/status_util.h"
@@ -35,10 +36,17 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
     return JobStreamReactor::Reject(ToGrpcStatus(spec.status()));
   }
 
-  // The reactor's cancel callback may fire before the job exists.
+  // The reactor's cancel callback may fire before the job exists. The call
+  // also ends that way when its deadline passes.
   auto job_slot = std::make_shared<std::weak_ptr<Job>>();
-  JobStreamReactor* reactor = JobStreamReactor::Create([job_slot] {
-    if (std::shared_ptr<Job> job = job_slot->lock()) {
+  absl::Time deadline = absl::FromChrono(context->deadline());
+  JobStreamReactor* reactor = JobStreamReactor::Create([job_slot, deadline] {
+    std::shared_ptr<Job> job = job_slot->lock();
+    if (job == nullptr) return;
+    if (absl::Now() >= deadline) {
+      job->Cancel(absl::DeadlineExceededError(
+          "the GenerateJob call's deadline passed"));
+    } else {
       job->Cancel(
           absl::CancelledError("the client cancelled the GenerateJob call"));
     }
@@ -50,7 +58,13 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
     return JobStreamReactor::Reject(ToGrpcStatus(added));
   }
   *job_slot = job;
-  scheduler_.Submit(std::move(job));
+  if (absl::Status admitted = scheduler_.Submit(job); !admitted.ok()) {
+    registry_.Remove(job->id());
+    delete reactor;
+    Log(LogLevel::kWarning, "job rejected",
+        {{"job_id", job->id()}, {"error", std::string(admitted.message())}});
+    return JobStreamReactor::Reject(ToGrpcStatus(admitted));
+  }
   return reactor;
 }
 

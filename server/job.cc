@@ -62,6 +62,18 @@ void Job::MarkRunning() {
   started->set_batch_size(spec_.batch_size);
   started->set_num_workers(spec_.num_workers);
   EmitLocked(std::move(event));
+  if (spec_.timeout.has_value()) {
+    std::weak_ptr<Job> weak = weak_from_this();
+    absl::Duration timeout = *spec_.timeout;
+    timeout_alarm_.Set(absl::ToChronoTime(start_time_ + timeout),
+                       [weak, timeout](bool fired) {
+                         std::shared_ptr<Job> job = weak.lock();
+                         if (!fired || job == nullptr) return;
+                         job->Cancel(absl::DeadlineExceededError(absl::StrCat(
+                             "the job's timeout of ",
+                             absl::FormatDuration(timeout), " passed")));
+                       });
+  }
   Log(LogLevel::kInfo, "job started",
       {{"job_id", spec_.job_id},
        {"block", spec_.block.name()},
@@ -138,6 +150,7 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
 }
 
 void Job::MarkFinished() {
+  timeout_alarm_.Cancel();
   absl::Status cancelled = token_.reason();
   absl::MutexLock lock(&mu_);
   if (!cancelled.ok()) {
@@ -154,7 +167,7 @@ void Job::MarkFinished() {
   }
   bool ran = start_time_ != absl::InfinitePast();
   end_time_ = absl::Now();
-  if (ran) metrics_.JobFinished(StateLabel(state_));
+  metrics_.JobFinished(StateLabel(state_), ran);
 
   v1::JobEvent event;
   v1::JobFinished* finished = event.mutable_finished();

@@ -5,6 +5,8 @@
 #define SDG_SERVER_JOB_H_
 
 #include <memory>
+
+#include <grpcpp/alarm.h>
 #include <string>
 
 #include "absl/status/status.h"
@@ -21,7 +23,7 @@
 
 namespace sdg {
 
-class Job {
+class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(JobSpec spec, std::shared_ptr<JobSink> sink, Metrics& metrics);
 
@@ -39,10 +41,17 @@ class Job {
 
   // Called by the scheduler, in this order: MarkRunning once, ReportShard per
   // shard that ran, MarkFinished once.
+  // Starts the job's timeout, if it has one.
   void MarkRunning();
   void ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                    absl::Duration elapsed);
   void MarkFinished();
+
+  // Backpressure from the job's consumer, see JobSink::HasRoom.
+  bool StreamHasRoom() const { return sink_->HasRoom(); }
+  void SetOnStreamRoom(std::function<void()> callback) {
+    sink_->SetOnRoom(std::move(callback));
+  }
 
   v1::Job Snapshot() const;
   bool IsFinished() const;
@@ -58,6 +67,7 @@ class Job {
   const std::shared_ptr<JobSink> sink_;
   Metrics& metrics_;
   CancellationToken token_;
+  grpc::Alarm timeout_alarm_;  // fires token_ when spec_.timeout passes
 
   mutable absl::Mutex mu_;
   v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::JOB_STATE_QUEUED;

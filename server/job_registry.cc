@@ -56,6 +56,11 @@ std::vector<std::shared_ptr<Job>> JobRegistry::Unfinished() {
   return jobs;
 }
 
+void JobRegistry::Remove(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  jobs_.erase(job_id);
+}
+
 void JobRegistry::PruneLocked() {
   absl::Time cutoff = absl::Now() - retention_;
   absl::erase_if(jobs_, [cutoff](const auto& entry) {

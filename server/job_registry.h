@@ -27,6 +27,8 @@ class JobRegistry {
   // Oldest first.
   std::vector<std::shared_ptr<Job>> List();
   std::vector<std::shared_ptr<Job>> Unfinished();
+  // Forgets a job that was never admitted.
+  void Remove(const std::string& job_id);
 
  private:
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -55,15 +55,30 @@ void StreamSink::Close() {
   Run(action);
 }
 
+bool StreamSink::HasRoom() const {
+  absl::MutexLock lock(&mu_);
+  // A departed client needs no backpressure: its events are dropped.
+  return client_gone_ || queue_.size() < kMaxQueuedEvents;
+}
+
+void StreamSink::SetOnRoom(std::function<void()> callback) {
+  absl::MutexLock lock(&mu_);
+  on_room_ = std::move(callback);
+}
+
 void StreamSink::OnWriteDone(bool ok) {
   Action action;
+  std::function<void()> on_room;
   {
     absl::MutexLock lock(&mu_);
     write_in_flight_ = false;
     if (!ok) client_gone_ = true;
+    bool was_full = queue_.size() >= kMaxQueuedEvents;
     action = NextActionLocked();
+    if (was_full && queue_.size() < kMaxQueuedEvents) on_room = on_room_;
   }
   Run(action);
+  if (on_room) on_room();
 }
 
 void StreamSink::OnCancel() {

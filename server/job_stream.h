@@ -23,8 +23,13 @@ class JobStreamReactor;
 // finished, further events are dropped.
 class StreamSink final : public JobSink {
  public:
+  // Events queued beyond this make HasRoom false.
+  static constexpr size_t kMaxQueuedEvents = 16;
+
   void Emit(v1::JobEvent event) override;
   void Close() override;
+  bool HasRoom() const override;
+  void SetOnRoom(std::function<void()> callback) override;
 
  private:
   friend class JobStreamReactor;
@@ -43,7 +48,8 @@ class StreamSink final : public JobSink {
   void OnCancel();
 
   JobStreamReactor* const reactor_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  std::function<void()> on_room_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::JobEvent> queue_ ABSL_GUARDED_BY(mu_);
   v1::JobEvent in_flight_;  // written by the reactor; owned by the write
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;

@@ -18,6 +18,9 @@ ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address, HOST:PORT");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
           "Prometheus /metrics address, HOST:PORT");
 ABSL_FLAG(int, max_workers, 64, "shards in progress at once, across all jobs");
+ABSL_FLAG(int, max_jobs, 16, "jobs running at once; more wait in a queue");
+ABSL_FLAG(int, max_queued_jobs, 64,
+          "jobs waiting to run; beyond, GenerateJob gets RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, backend_max_in_flight, 256,
           "HTTP requests in flight per backend");
 ABSL_FLAG(bool, backend_batching, false,
@@ -48,6 +51,8 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.scheduler.max_workers = absl::GetFlag(FLAGS_max_workers);
+  options.scheduler.max_jobs = absl::GetFlag(FLAGS_max_jobs);
+  options.scheduler.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
   options.http.connect_timeout = absl::GetFlag(FLAGS_backend_connect_timeout);
   options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
   options.service.job_retention = absl::GetFlag(FLAGS_job_retention);

@@ -55,6 +55,13 @@ Metrics::Metrics()
                         .Help("Workers running a shard now.")
                         .Register(*registry_)
                         .Add({})),
+      stream_stalls_total_(
+          BuildCounter()
+              .Name("sdg_stream_stalls_total")
+              .Help("Times a job stopped taking new shards because its "
+                    "caller was not reading events fast enough.")
+              .Register(*registry_)
+              .Add({})),
       shard_duration_seconds_(BuildHistogram()
                                   .Name("sdg_shard_duration_seconds")
                                   .Help("Time from a shard's start to its end.")
@@ -109,8 +116,8 @@ std::string Metrics::Serialize() const {
 
 void Metrics::JobStarted() { jobs_active_.Increment(); }
 
-void Metrics::JobFinished(absl::string_view state) {
-  jobs_active_.Decrement();
+void Metrics::JobFinished(absl::string_view state, bool ran) {
+  if (ran) jobs_active_.Decrement();
   jobs_total_.Add({{"state", std::string(state)}}).Increment();
 }
 
@@ -119,6 +126,8 @@ void Metrics::JobsQueued(double count) { jobs_queued_.Set(count); }
 void Metrics::ShardsQueued(double delta) { shards_queued_.Increment(delta); }
 
 void Metrics::WorkerBusy(double delta) { workers_busy_.Increment(delta); }
+
+void Metrics::StreamStalled() { stream_stalls_total_.Increment(); }
 
 void Metrics::ShardFinished(absl::string_view outcome, absl::Duration elapsed) {
   shards_total_.Add({{"outcome", std::string(outcome)}}).Increment();

@@ -34,10 +34,13 @@ class Metrics {
 
   // Jobs. `state` is the lower-case final state: succeeded, failed, cancelled.
   void JobStarted();
-  void JobFinished(absl::string_view state);
+  // `ran` is false for a job cancelled while queued.
+  void JobFinished(absl::string_view state, bool ran);
   void JobsQueued(double count);
   void ShardsQueued(double delta);
   void WorkerBusy(double delta);
+  // A job's dispatch paused because its caller reads events too slowly.
+  void StreamStalled();
   // `outcome` is succeeded or failed.
   void ShardFinished(absl::string_view outcome, absl::Duration elapsed);
   void RowsFinished(absl::string_view outcome, int64_t count);
@@ -61,6 +64,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& rows_total_;
   prometheus::Gauge& shards_queued_;
   prometheus::Gauge& workers_busy_;
+  prometheus::Counter& stream_stalls_total_;
   prometheus::Histogram& shard_duration_seconds_;
   prometheus::Family<prometheus::Counter>& backend_requests_total_;
   prometheus::Family<prometheus::Histogram>& backend_request_duration_seconds_;

@@ -1,12 +1,13 @@
 #include "server/scheduler.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace sdg {
 
 Scheduler::Scheduler(const Options& options, ShardRunner& runner,
                      Metrics& metrics)
-    : runner_(runner), metrics_(metrics) {
+    : options_(options), runner_(runner), metrics_(metrics) {
   workers_.reserve(options.max_workers);
   for (int i = 0; i < options.max_workers; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });
@@ -17,7 +18,9 @@ Scheduler::~Scheduler() {
   std::vector<std::shared_ptr<Job>> jobs;
   {
     absl::MutexLock lock(&mu_);
-    for (Entry& entry : entries_) jobs.push_back(entry.job);
+    for (EntryList* list : {&running_, &queued_}) {
+      for (Entry& entry : *list) jobs.push_back(entry.job);
+    }
   }
   for (auto& job : jobs) {
     job->Cancel(absl::CancelledError("server is shutting down"));
@@ -26,7 +29,7 @@ Scheduler::~Scheduler() {
     absl::MutexLock lock(&mu_);
     // Workers finish the shards they hold; cancelled jobs start no more.
     auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return entries_.empty();
+      return running_.empty() && queued_.empty();
     };
     mu_.Await(absl::Condition(&idle));
     stopping_ = true;
@@ -35,52 +38,96 @@ Scheduler::~Scheduler() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-void Scheduler::Submit(std::shared_ptr<Job> job) {
-  job->MarkRunning();
+absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
   Job* raw = job.get();
+  raw->SetOnStreamRoom([this] { Wake(); });
   {
     absl::MutexLock lock(&mu_);
-    entries_.push_back(Entry{std::move(job)});
-    metrics_.ShardsQueued(static_cast<double>(raw->plan().shard_count()));
+    if (static_cast<int>(running_.size()) < options_.max_jobs) {
+      StartLocked(Entry{std::move(job)});
+    } else if (static_cast<int>(queued_.size()) < options_.max_queued_jobs) {
+      queued_.push_back(Entry{std::move(job)});
+      metrics_.JobsQueued(static_cast<double>(queued_.size()));
+    } else {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "server is at its limit of ", options_.max_jobs, " running and ",
+          options_.max_queued_jobs,
+          " queued jobs (--max_jobs, --max_queued_jobs); retry later"));
+    }
   }
   // Registered outside mu_: the callback runs at once if already cancelled.
   CancellationToken::Registration registration =
       raw->token().OnCancel([this, raw] { OnJobCancelled(raw); });
   {
     absl::MutexLock lock(&mu_);
-    for (Entry& entry : entries_) {
-      if (entry.job.get() == raw) {
-        entry.on_cancel = std::move(registration);
-        break;
+    for (EntryList* list : {&running_, &queued_}) {
+      for (Entry& entry : *list) {
+        if (entry.job.get() == raw) entry.on_cancel = std::move(registration);
       }
     }
   }
-  // If the entry was already finished and removed, `registration` dies here
-  // and unregisters.
+  // If the job already ended, `registration` dies here and unregisters.
+  work_available_.SignalAll();
+  return absl::OkStatus();
+}
+
+void Scheduler::StartLocked(Entry entry) {
+  // `started` is emitted before any worker can see the job.
+  entry.job->MarkRunning();
+  metrics_.ShardsQueued(static_cast<double>(entry.job->plan().shard_count()));
+  running_.push_back(std::move(entry));
+}
+
+void Scheduler::PromoteQueuedLocked() {
+  bool promoted = false;
+  while (static_cast<int>(running_.size()) < options_.max_jobs &&
+         !queued_.empty()) {
+    Entry entry = std::move(queued_.front());
+    queued_.pop_front();
+    StartLocked(std::move(entry));
+    promoted = true;
+  }
+  if (promoted) {
+    metrics_.JobsQueued(static_cast<double>(queued_.size()));
+    work_available_.SignalAll();
+  }
+}
+
+void Scheduler::Wake() {
+  absl::MutexLock lock(&mu_);
   work_available_.SignalAll();
 }
 
 Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
     Job& job = *it->job;
-    if (it->next_shard < job.plan().shard_count() &&
-        it->running < job.spec().num_workers && !job.token().IsCancelled()) {
-      return it;
+    if (it->next_shard >= job.plan().shard_count() ||
+        it->in_progress >= job.spec().num_workers ||
+        job.token().IsCancelled()) {
+      continue;
     }
+    if (!job.StreamHasRoom()) {
+      if (!it->stalled) metrics_.StreamStalled();
+      it->stalled = true;
+      continue;
+    }
+    it->stalled = false;
+    return it;
   }
-  return entries_.end();
+  return running_.end();
 }
 
 std::shared_ptr<Job> Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
-  if (entry->running > 0) return nullptr;
+  if (entry->in_progress > 0) return nullptr;
   const int64_t unstarted =
       entry->job->plan().shard_count() - entry->next_shard;
   if (unstarted > 0 && !entry->job->token().IsCancelled()) return nullptr;
   metrics_.ShardsQueued(-static_cast<double>(unstarted));
   std::shared_ptr<Job> job = std::move(entry->job);
-  // Destroying the registration here is safe even inside the job's cancel
+  // Destroying the registration is safe even inside the job's cancel
   // callback (same thread), see CancellationToken::Registration.
-  entries_.erase(entry);
+  running_.erase(entry);
+  PromoteQueuedLocked();
   return job;
 }
 
@@ -88,9 +135,17 @@ void Scheduler::OnJobCancelled(Job* job) {
   std::shared_ptr<Job> done;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
       if (it->job.get() == job) {
         done = TakeIfDoneLocked(it);
+        break;
+      }
+    }
+    for (auto it = queued_.begin(); it != queued_.end(); ++it) {
+      if (it->job.get() == job) {
+        done = std::move(it->job);
+        queued_.erase(it);
+        metrics_.JobsQueued(static_cast<double>(queued_.size()));
         break;
       }
     }
@@ -106,14 +161,14 @@ void Scheduler::WorkerLoop() {
       absl::MutexLock lock(&mu_);
       EntryList::iterator entry;
       while (!stopping_ &&
-             (entry = FindDispatchableLocked()) == entries_.end()) {
+             (entry = FindDispatchableLocked()) == running_.end()) {
         work_available_.Wait(&mu_);
       }
       if (stopping_) return;
       job = entry->job;
       shard = job->plan().Shard(entry->next_shard++);
-      ++entry->running;
-      entries_.splice(entries_.end(), entries_, entry);
+      ++entry->in_progress;
+      running_.splice(running_.end(), running_, entry);
     }
     metrics_.ShardsQueued(-1);
     metrics_.WorkerBusy(1);
@@ -125,9 +180,9 @@ void Scheduler::WorkerLoop() {
     std::shared_ptr<Job> done;
     {
       absl::MutexLock lock(&mu_);
-      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      for (auto it = running_.begin(); it != running_.end(); ++it) {
         if (it->job == job) {
-          --it->running;
+          --it->in_progress;
           done = TakeIfDoneLocked(it);
           break;
         }

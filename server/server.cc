@@ -14,8 +14,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     return absl::InvalidArgumentError(
         "no backend configured: pass --backend NAME=http://HOST:PORT/v1");
   }
-  if (options.scheduler.max_workers < 1) {
-    return absl::InvalidArgumentError("--max_workers must be at least 1");
+  if (options.scheduler.max_workers < 1 || options.scheduler.max_jobs < 1 ||
+      options.scheduler.max_queued_jobs < 0) {
+    return absl::InvalidArgumentError(
+        "--max_workers and --max_jobs must be at least 1, --max_queued_jobs "
+        "at least 0");
   }
   std::unique_ptr<Server> server(new Server());
   server->options_ = std::move(options);
@@ -46,7 +49,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     server->backends_.push_back(std::move(backend));
   }
 
-  server->runner_ = std::make_unique<ShardRunner>(server->metrics_);
+  server->runner_ = std::make_unique<BackendShardRunner>(server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(
       opts.scheduler, *server->runner_, server->metrics_);
   server->service_ = std::make_unique<GenerationService>(

@@ -30,7 +30,7 @@ struct ReplyCollector {
 
 }  // namespace
 
-ShardOutcome ShardRunner::Run(const JobSpec& spec, const ShardSpec& shard,
+ShardOutcome BackendShardRunner::Run(const JobSpec& spec, const ShardSpec& shard,
                               CancellationToken& token) {
   ShardOutcome outcome;
   if (token.IsCancelled()) {

@@ -1,6 +1,7 @@
-// Runs one shard: renders its prompts, sends them to the job's backend (one
-// request per row, or one per shard where the backend batches), waits for the
-// replies or the job's cancellation, and turns them into result rows.
+// Runs one shard of a job. BackendShardRunner is the real one: it renders the
+// shard's prompts, sends them to the job's backend (one request per row, or
+// one per shard where the backend batches), waits for the replies or the
+// job's cancellation, and turns them into result rows.
 #ifndef SDG_SERVER_SHARD_RUNNER_H_
 #define SDG_SERVER_SHARD_RUNNER_H_
 
@@ -28,12 +29,21 @@ struct ShardOutcome {
 
 class ShardRunner {
  public:
-  explicit ShardRunner(Metrics& metrics) : metrics_(metrics) {}
+  virtual ~ShardRunner() = default;
+  // Runs on a scheduler worker and may block it; must return promptly once
+  // `token` is cancelled.
+  virtual ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                           CancellationToken& token) = 0;
+};
+
+class BackendShardRunner final : public ShardRunner {
+ public:
+  explicit BackendShardRunner(Metrics& metrics) : metrics_(metrics) {}
 
   // Blocks the calling worker until every request of the shard has ended;
   // cancelling `token` aborts them at once.
   ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
-                   CancellationToken& token);
+                   CancellationToken& token) override;
 
  private:
   Metrics& metrics_;
