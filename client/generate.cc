@@ -134,9 +134,9 @@ absl::StatusOr<GenerateSummary> RunGenerate(
       case v1::JobEvent::kStarted:
         if (!open_outputs()) {
           context.TryCancel();
-          return absl::PermissionDeniedError(absl::StrCat(
-              "cannot write ", options.output_path, " or ",
-              summary.errors_path, "; the job was cancelled"));
+          return absl::PermissionDeniedError(
+              absl::StrCat("cannot write ", options.output_path, " or ",
+                           summary.errors_path, "; the job was cancelled"));
         }
         break;
       case v1::JobEvent::kShardResult:

@@ -65,14 +65,14 @@ void Job::MarkRunning() {
   if (spec_.timeout.has_value()) {
     std::weak_ptr<Job> weak = weak_from_this();
     absl::Duration timeout = *spec_.timeout;
-    timeout_alarm_.Set(absl::ToChronoTime(start_time_ + timeout),
-                       [weak, timeout](bool fired) {
-                         std::shared_ptr<Job> job = weak.lock();
-                         if (!fired || job == nullptr) return;
-                         job->Cancel(absl::DeadlineExceededError(absl::StrCat(
-                             "the job's timeout of ",
-                             absl::FormatDuration(timeout), " passed")));
-                       });
+    timeout_alarm_.Set(
+        absl::ToChronoTime(start_time_ + timeout), [weak, timeout](bool fired) {
+          std::shared_ptr<Job> job = weak.lock();
+          if (!fired || job == nullptr) return;
+          job->Cancel(absl::DeadlineExceededError(
+              absl::StrCat("the job's timeout of ",
+                           absl::FormatDuration(timeout), " passed")));
+        });
   }
   Log(LogLevel::kInfo, "job started",
       {{"job_id", spec_.job_id},

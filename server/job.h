@@ -4,9 +4,9 @@
 #ifndef SDG_SERVER_JOB_H_
 #define SDG_SERVER_JOB_H_
 
-#include <memory>
-
 #include <grpcpp/alarm.h>
+
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"

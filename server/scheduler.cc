@@ -75,7 +75,8 @@ void Scheduler::StartLocked(Entry entry) {
   // `started` is emitted before any worker can see the job.
   entry.job->MarkRunning();
   metrics_.ShardsQueued(static_cast<double>(entry.job->plan().shard_count()));
-  running_.push_back(std::move(entry));
+  // Least recently served first: a new job has not been served at all.
+  running_.push_front(std::move(entry));
 }
 
 void Scheduler::PromoteQueuedLocked() {

@@ -75,7 +75,8 @@ class Scheduler {
   absl::Mutex mu_;
   absl::CondVar work_available_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Round-robin order: a job that just got a shard moves to the back.
+  // Round-robin order, least recently served first: a new job enters at the
+  // front, a job that just got a shard moves to the back.
   EntryList running_ ABSL_GUARDED_BY(mu_);
   EntryList queued_ ABSL_GUARDED_BY(mu_);  // oldest first
 

@@ -30,8 +30,9 @@ struct ReplyCollector {
 
 }  // namespace
 
-ShardOutcome BackendShardRunner::Run(const JobSpec& spec, const ShardSpec& shard,
-                              CancellationToken& token) {
+ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
+                                     const ShardSpec& shard,
+                                     CancellationToken& token) {
   ShardOutcome outcome;
   if (token.IsCancelled()) {
     outcome.status = token.reason();

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/listener.h>
@@ -24,6 +25,14 @@ struct SimServer::Pending {
   evhttp_connection* connection;
   event* timer;
   SimReply reply;
+  // evhttp does not read a connection while its request is being answered,
+  // so it would not notice the client leaving; this watches the socket.
+  event* peer_watch = nullptr;
+
+  ~Pending() {
+    event_free(timer);
+    if (peer_watch != nullptr) event_free(peer_watch);
+  }
 };
 
 absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
@@ -81,15 +90,15 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
 }
 
 SimServer::SimServer(const Options& options)
-    : options_(options), simulator_{options.model} {}
+    : options_(options),
+      simulator_{options.model},
+      fault_random_(options.fault_seed) {}
 
 SimServer::~SimServer() {
   for (auto& [connection, pendings] : pending_) {
-    for (Pending* pending : pendings) {
-      event_free(pending->timer);
-      delete pending;
-    }
+    for (Pending* pending : pendings) delete pending;
   }
+  pending_.clear();  // evhttp_free below runs OnConnectionClosed
   if (sigint_ != nullptr) event_free(sigint_);
   if (sigterm_ != nullptr) event_free(sigterm_);
   if (http_ != nullptr) evhttp_free(http_);
@@ -139,10 +148,25 @@ void SimServer::Handle(evhttp_request* request) {
   } else {
     reply = {404, ErrorBody(404, absl::StrCat("no route for ", path)), 0};
   }
-  if (simulated) ++stats_.requests;
-  if (simulated && options_.latency_ms > 0) {
-    ReplyLater(request, std::move(reply));
-    return;
+  if (simulated) {
+    ++stats_.requests;
+    double draw = std::uniform_real_distribution<double>(0, 1)(fault_random_);
+    if (draw < options_.fail_rate) {
+      reply = {options_.fail_code,
+               ErrorBody(options_.fail_code, "simulated failure"), 0};
+      if (options_.retry_after_s > 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(request),
+                          "Retry-After",
+                          std::to_string(options_.retry_after_s).c_str());
+      }
+    } else if (draw < options_.fail_rate + options_.hang_rate) {
+      ++stats_.hung;
+      ReplyLater(request, std::move(reply), std::nullopt);
+      return;
+    } else if (options_.latency_ms > 0) {
+      ReplyLater(request, std::move(reply), options_.latency_ms);
+      return;
+    }
   }
   ++stats_.in_flight;
   stats_.max_in_flight = std::max(stats_.max_in_flight, stats_.in_flight);
@@ -162,21 +186,50 @@ void SimServer::Reply(evhttp_request* request, int status,
   evbuffer_free(out);
 }
 
-void SimServer::ReplyLater(evhttp_request* request, SimReply reply) {
+void SimServer::ReplyLater(evhttp_request* request, SimReply reply,
+                           std::optional<int> latency_ms) {
   ++stats_.in_flight;
   stats_.max_in_flight = std::max(stats_.max_in_flight, stats_.in_flight);
   auto* pending =
       new Pending{this, request, evhttp_request_get_connection(request),
                   nullptr, std::move(reply)};
   pending->timer = evtimer_new(base_, &SimServer::OnTimer, pending);
-  timeval delay{options_.latency_ms / 1000,
-                (options_.latency_ms % 1000) * 1000};
-  evtimer_add(pending->timer, &delay);
+  if (latency_ms.has_value()) {  // otherwise it hangs until the client leaves
+    timeval delay{*latency_ms / 1000, (*latency_ms % 1000) * 1000};
+    evtimer_add(pending->timer, &delay);
+  }
   pending_[pending->connection].insert(pending);
   evhttp_connection_set_closecb(pending->connection,
                                 &SimServer::OnConnectionClosed, this);
+  int fd =
+      bufferevent_getfd(evhttp_connection_get_bufferevent(pending->connection));
+  pending->peer_watch =
+      event_new(base_, fd, EV_READ, &SimServer::OnPeerReadable, pending);
+  event_add(pending->peer_watch, nullptr);
 }
 
+void SimServer::OnPeerReadable(int fd, short, void* arg) {
+  auto* pending = static_cast<Pending*>(arg);
+  char byte;
+  ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    evhttp_connection* connection = pending->connection;
+    pending->server->DropPending(connection);
+    evhttp_connection_free(connection);
+  }
+  // Data means a pipelined request: evhttp reads it after this reply.
+}
+
+void SimServer::DropPending(evhttp_connection* connection) {
+  auto it = pending_.find(connection);
+  if (it == pending_.end()) return;
+  for (Pending* pending : it->second) {
+    ++stats_.closed_by_client;
+    --stats_.in_flight;
+    delete pending;  // evhttp frees the request with its connection
+  }
+  pending_.erase(it);
+}
 void SimServer::OnTimer(int, short, void* arg) {
   auto* pending = static_cast<Pending*>(arg);
   SimServer* self = pending->server;
@@ -185,7 +238,6 @@ void SimServer::OnTimer(int, short, void* arg) {
   if (it->second.empty()) self->pending_.erase(it);
   self->stats_.prompts += pending->reply.prompts;
   self->Reply(pending->request, pending->reply.status, pending->reply.body);
-  event_free(pending->timer);
   delete pending;
 }
 
@@ -193,16 +245,12 @@ void SimServer::OnConnectionClosed(evhttp_connection* connection, void* arg) {
   auto* self = static_cast<SimServer*>(arg);
   auto it = self->pending_.find(connection);
   if (it == self->pending_.end()) return;
+  // libevent detached these requests from the dead connection; sending a
+  // reply frees them.
   for (Pending* pending : it->second) {
-    ++self->stats_.closed_by_client;
-    --self->stats_.in_flight;
-    event_free(pending->timer);
-    // libevent detached the request from its dead connection; sending the
-    // reply frees it.
     evhttp_send_reply(pending->request, 499, "Client Closed Request", nullptr);
-    delete pending;
   }
-  self->pending_.erase(it);
+  self->DropPending(connection);
 }
 
 std::string SimServer::StatsJson() const {
@@ -215,7 +263,8 @@ std::string SimServer::StatsJson() const {
                         {"in_flight", stats_.in_flight},
                         {"max_in_flight", stats_.max_in_flight},
                         {"prompts", stats_.prompts},
-                        {"closed_by_client", stats_.closed_by_client}}
+                        {"closed_by_client", stats_.closed_by_client},
+                        {"hung", stats_.hung}}
       .dump();
 }
 

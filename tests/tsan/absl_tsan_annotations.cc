@@ -36,8 +36,12 @@ Function Original(const char* mangled_name) {
 #define SDG_ORIGINAL(type, name) \
   static const auto original = Original<type>(name)
 
-void Acquire(const void* address) { __tsan_acquire(const_cast<void*>(address)); }
-void Release(const void* address) { __tsan_release(const_cast<void*>(address)); }
+void Acquire(const void* address) {
+  __tsan_acquire(const_cast<void*>(address));
+}
+void Release(const void* address) {
+  __tsan_release(const_cast<void*>(address));
+}
 
 }  // namespace
 
@@ -84,7 +88,8 @@ void Mutex::LockWhen(const Condition& condition) {
 
 bool Mutex::LockWhenWithDeadline(const Condition& condition, Time deadline) {
   SDG_ORIGINAL(bool (*)(Mutex*, const Condition&, Time),
-               "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+               "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_"
+               "9ConditionENS0_4TimeE");
   bool result = original(this, condition, deadline);
   Acquire(this);  // held on return either way
   return result;
@@ -92,7 +97,8 @@ bool Mutex::LockWhenWithDeadline(const Condition& condition, Time deadline) {
 
 bool Mutex::LockWhenWithTimeout(const Condition& condition, Duration timeout) {
   SDG_ORIGINAL(bool (*)(Mutex*, const Condition&, Duration),
-               "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+               "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_"
+               "9ConditionENS0_8DurationE");
   bool result = original(this, condition, timeout);
   Acquire(this);
   return result;
@@ -107,8 +113,9 @@ void Mutex::Await(const Condition& condition) {
 }
 
 bool Mutex::AwaitWithDeadline(const Condition& condition, Time deadline) {
-  SDG_ORIGINAL(bool (*)(Mutex*, const Condition&, Time),
-               "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  SDG_ORIGINAL(
+      bool (*)(Mutex*, const Condition&, Time),
+      "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   Release(this);
   bool result = original(this, condition, deadline);
   Acquire(this);
@@ -117,7 +124,8 @@ bool Mutex::AwaitWithDeadline(const Condition& condition, Time deadline) {
 
 bool Mutex::AwaitWithTimeout(const Condition& condition, Duration timeout) {
   SDG_ORIGINAL(bool (*)(Mutex*, const Condition&, Duration),
-               "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+               "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_"
+               "8DurationE");
   Release(this);
   bool result = original(this, condition, timeout);
   Acquire(this);
@@ -125,15 +133,17 @@ bool Mutex::AwaitWithTimeout(const Condition& condition, Duration timeout) {
 }
 
 void CondVar::Wait(Mutex* mu) {
-  SDG_ORIGINAL(void (*)(CondVar*, Mutex*), "_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE");
+  SDG_ORIGINAL(void (*)(CondVar*, Mutex*),
+               "_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE");
   Release(mu);
   original(this, mu);
   Acquire(mu);
 }
 
 bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
-  SDG_ORIGINAL(bool (*)(CondVar*, Mutex*, Time),
-               "_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
+  SDG_ORIGINAL(
+      bool (*)(CondVar*, Mutex*, Time),
+      "_ZN4absl7debian37CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
   Release(mu);
   bool result = original(this, mu, deadline);
   Acquire(mu);
@@ -141,8 +151,9 @@ bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
 }
 
 bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
-  SDG_ORIGINAL(bool (*)(CondVar*, Mutex*, Duration),
-               "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
+  SDG_ORIGINAL(
+      bool (*)(CondVar*, Mutex*, Duration),
+      "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
   Release(mu);
   bool result = original(this, mu, timeout);
   Acquire(mu);
@@ -150,7 +161,8 @@ bool CondVar::WaitWithTimeout(Mutex* mu, Duration timeout) {
 }
 
 void Notification::Notify() {
-  SDG_ORIGINAL(void (*)(Notification*), "_ZN4absl7debian312Notification6NotifyEv");
+  SDG_ORIGINAL(void (*)(Notification*),
+               "_ZN4absl7debian312Notification6NotifyEv");
   Release(this);
   original(this);
 }
@@ -164,7 +176,8 @@ void Notification::WaitForNotification() const {
 
 bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
   SDG_ORIGINAL(bool (*)(const Notification*, Duration),
-               "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
+               "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeout"
+               "ENS0_8DurationE");
   bool notified = original(this, timeout);
   if (notified) Acquire(this);
   return notified;
@@ -172,7 +185,8 @@ bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
 
 bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
   SDG_ORIGINAL(bool (*)(const Notification*, Time),
-               "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE");
+               "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlin"
+               "eENS0_4TimeE");
   bool notified = original(this, deadline);
   if (notified) Acquire(this);
   return notified;

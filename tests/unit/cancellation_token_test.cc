@@ -41,7 +41,9 @@ TEST(CancellationTokenTest, RegisteringAfterCancelRunsAtOnce) {
 TEST(CancellationTokenTest, DestroyedRegistrationDoesNotRun) {
   CancellationToken token;
   bool ran = false;
-  { auto registration = token.OnCancel([&] { ran = true; }); }
+  {
+    auto registration = token.OnCancel([&] { ran = true; });
+  }
   token.Cancel(absl::CancelledError("x"));
   EXPECT_FALSE(ran);
 }
@@ -64,8 +66,8 @@ TEST(CancellationTokenTest, DestroyingWaitsForARunningCallback) {
   absl::Notification callback_started;
   absl::Notification release_callback;
   bool callback_finished = false;
-  auto registration = std::make_unique<CancellationToken::Registration>(
-      token.OnCancel([&] {
+  auto registration =
+      std::make_unique<CancellationToken::Registration>(token.OnCancel([&] {
         callback_started.Notify();
         release_callback.WaitForNotification();
         callback_finished = true;

@@ -28,7 +28,9 @@ class ValidateRequestTest : public ::testing::Test {
     request.mutable_block()->set_model("m");
     request.mutable_block()->set_prompt_template("Q: {{question}}");
     for (const char* json : {R"({"question":"a"})", R"({"question":"b"})"}) {
-      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, request.add_rows()).ok());
+      EXPECT_TRUE(
+          google::protobuf::util::JsonStringToMessage(json, request.add_rows())
+              .ok());
     }
     return request;
   }
@@ -120,8 +122,9 @@ TEST_F(ValidateRequestTest, BadJobIdIsRejected) {
 TEST_F(ValidateRequestTest, BrokenTemplateSaysWhere) {
   auto request = Request();
   request.mutable_block()->set_prompt_template("{{question");
-  EXPECT_THAT(Check(request).message(),
-              HasSubstr("block.prompt_template: placeholder opened at offset 0"));
+  EXPECT_THAT(
+      Check(request).message(),
+      HasSubstr("block.prompt_template: placeholder opened at offset 0"));
 }
 
 TEST(ParseBackendFlagTest, ParsesNameAndUrls) {

@@ -102,7 +102,8 @@ TEST(OpenAiProtocolTest, MissingChoicesIsDataLoss) {
 }
 
 TEST(OpenAiProtocolTest, WrongChoiceCountIsDataLoss) {
-  auto reply = ParseCompletionsReply(R"({"choices":[{"index":0,"text":"a"}]})", 2);
+  auto reply =
+      ParseCompletionsReply(R"({"choices":[{"index":0,"text":"a"}]})", 2);
   ASSERT_FALSE(reply.ok());
   EXPECT_THAT(reply.status().message(), HasSubstr("1 choices, expected 2"));
 }
@@ -127,13 +128,15 @@ TEST(OpenAiProtocolTest, OpenAiErrorBodyGivesCodeAndMessage) {
   absl::Status status = StatusFromHttpError(
       400, R"({"error":{"message":"max_tokens is too large","type":"x"}})");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "backend returned HTTP 400: max_tokens is too large");
+  EXPECT_EQ(status.message(),
+            "backend returned HTTP 400: max_tokens is too large");
 }
 
 TEST(OpenAiProtocolTest, HttpStatusesMapToCodes) {
   EXPECT_EQ(StatusFromHttpError(429, "{}").code(),
             absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(StatusFromHttpError(503, "").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(StatusFromHttpError(503, "").code(),
+            absl::StatusCode::kUnavailable);
   EXPECT_EQ(StatusFromHttpError(500, "").code(), absl::StatusCode::kInternal);
   EXPECT_EQ(StatusFromHttpError(404, "").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(StatusFromHttpError(401, "").code(),

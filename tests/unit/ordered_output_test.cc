@@ -9,7 +9,8 @@ namespace {
 
 std::vector<JsonRow> Inputs(int count) {
   std::vector<JsonRow> rows;
-  for (int i = 0; i < count; ++i) rows.push_back(JsonRow{{"id", i}, {"q", "x"}});
+  for (int i = 0; i < count; ++i)
+    rows.push_back(JsonRow{{"id", i}, {"q", "x"}});
   return rows;
 }
 
@@ -46,8 +47,9 @@ TEST(OrderedOutputTest, WritesInInputOrderWhateverTheArrivalOrder) {
   std::vector<std::string> lines = Lines(out.str());
   ASSERT_EQ(lines.size(), 6u);
   for (int i = 0; i < 6; ++i) {
-    EXPECT_EQ(lines[i], R"({"id":)" + std::to_string(i) + R"(,"q":"x","out":"r)" +
-                            std::to_string(i) + R"(s0"})");
+    EXPECT_EQ(lines[i], R"({"id":)" + std::to_string(i) +
+                            R"(,"q":"x","out":"r)" + std::to_string(i) +
+                            R"(s0"})");
   }
   EXPECT_EQ(output.lines_written(), 6);
 }
@@ -77,8 +79,9 @@ TEST(OrderedOutputTest, FailedRowsGoToTheErrorsFileInOrder) {
   EXPECT_EQ(Lines(out.str()).size(), 2u);
   std::vector<std::string> failed = Lines(errors.str());
   ASSERT_EQ(failed.size(), 2u);
-  EXPECT_EQ(failed[0],
-            R"({"row_index":2,"code":"UNAVAILABLE","message":"backend down","row":{"id":2,"q":"x"}})");
+  EXPECT_EQ(
+      failed[0],
+      R"({"row_index":2,"code":"UNAVAILABLE","message":"backend down","row":{"id":2,"q":"x"}})");
   EXPECT_EQ(output.rows_failed(), 2);
 }
 

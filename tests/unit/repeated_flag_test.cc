@@ -13,8 +13,9 @@ std::vector<std::string> Strings(const std::vector<char*>& args) {
 }
 
 TEST(TakeRepeatedFlagTest, CollectsEveryFormInOrderAndRemovesThem) {
-  std::string a[] = {"sdgd", "--backend=a=http://x/v1,http://y/v1", "--listen=:1",
-                     "--backend", "b=http://z/v1", "-backend=c=http://w/v1"};
+  std::string a[] = {"sdgd",          "--backend=a=http://x/v1,http://y/v1",
+                     "--listen=:1",   "--backend",
+                     "b=http://z/v1", "-backend=c=http://w/v1"};
   std::vector<char*> args;
   for (std::string& s : a) args.push_back(s.data());
   EXPECT_THAT(TakeRepeatedFlag("backend", args),
@@ -28,8 +29,8 @@ TEST(TakeRepeatedFlagTest, LeavesOtherFlagsWithTheSamePrefix) {
   std::vector<char*> args;
   for (std::string& s : a) args.push_back(s.data());
   EXPECT_TRUE(TakeRepeatedFlag("backend", args).empty());
-  EXPECT_THAT(Strings(args),
-              ElementsAre("sdgd", "--backend_max_attempts=2", "--", "--backend=x"));
+  EXPECT_THAT(Strings(args), ElementsAre("sdgd", "--backend_max_attempts=2",
+                                         "--", "--backend=x"));
 }
 
 }  // namespace

@@ -50,9 +50,9 @@ TEST(SimulatorTest, ChatAnswersTheLastUserMessage) {
 
 TEST(SimulatorTest, MalformedRequestsGet400WithOpenAiError) {
   Simulator sim{"m"};
-  for (const char* request : {"{oops", R"({"model":"m"})",
-                              R"({"model":"m","prompt":[1]})",
-                              R"({"model":"m","prompt":"x","n":0})"}) {
+  for (const char* request :
+       {"{oops", R"({"model":"m"})", R"({"model":"m","prompt":[1]})",
+        R"({"model":"m","prompt":"x","n":0})"}) {
     SimReply reply = sim.Completions(request);
     EXPECT_EQ(reply.status, 400) << request;
     json body = json::parse(reply.body);
