@@ -37,13 +37,16 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
   }
 
   // The reactor's cancel callback may fire before the job exists. The call
-  // also ends that way when its deadline passes.
+  // also ends that way when its deadline passes: the server's deadline is
+  // counted from the request's arrival, so the client's own cancel at its
+  // deadline can come a little earlier; kDeadlineSlack covers that.
+  constexpr absl::Duration kDeadlineSlack = absl::Seconds(1);
   auto job_slot = std::make_shared<std::weak_ptr<Job>>();
   absl::Time deadline = absl::FromChrono(context->deadline());
   JobStreamReactor* reactor = JobStreamReactor::Create([job_slot, deadline] {
     std::shared_ptr<Job> job = job_slot->lock();
     if (job == nullptr) return;
-    if (absl::Now() >= deadline) {
+    if (absl::Now() + kDeadlineSlack >= deadline) {
       job->Cancel(absl::DeadlineExceededError(
           "the GenerateJob call's deadline passed"));
     } else {

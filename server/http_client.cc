@@ -1,6 +1,7 @@
 #include "server/http_client.h"
 
 #include <curl/curl.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -82,7 +83,10 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
 
 HttpClient::HttpClient(const Options& options, CURLM* multi)
     : options_(options), multi_(multi) {
-  loop_ = std::thread([this] { Loop(); });
+  loop_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sdg-http");
+    Loop();
+  });
 }
 
 HttpClient::~HttpClient() {

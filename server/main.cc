@@ -35,6 +35,8 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(25),
 ABSL_FLAG(absl::Duration, job_retention, absl::Hours(1),
           "how long finished jobs stay listed");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(int, max_request_mib, 256,
+          "largest GenerateJob request (the inline dataset), in MiB");
 
 namespace {
 
@@ -50,6 +52,7 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   sdg::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_mib) << 20;
   options.scheduler.max_workers = absl::GetFlag(FLAGS_max_workers);
   options.scheduler.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   options.scheduler.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);

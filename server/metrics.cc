@@ -1,7 +1,5 @@
 #include "server/metrics.h"
 
-#include <exception>
-
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 
@@ -169,26 +167,6 @@ void Metrics::BackendTokens(const std::string& backend, int64_t prompt_tokens,
       .Increment(static_cast<double>(prompt_tokens));
   generation_tokens_total_.Add({{"backend", backend}})
       .Increment(static_cast<double>(generation_tokens));
-}
-
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
-    const std::string& listen, const Metrics& metrics) {
-  // civetweb reports bind failures by throwing; keep that inside this edge.
-  try {
-    auto exposer = std::make_unique<prometheus::Exposer>(listen, 1);
-    exposer->RegisterCollectable(metrics.registry());
-    std::vector<int> ports = exposer->GetListeningPorts();
-    if (ports.empty()) {
-      return absl::UnavailableError(
-          absl::StrCat("metrics server is not listening on ", listen));
-    }
-    return std::unique_ptr<MetricsServer>(
-        new MetricsServer(std::move(exposer), ports.front()));
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what(),
-                     " (is the port in use? set --metrics_listen)"));
-  }
 }
 
 }  // namespace sdg

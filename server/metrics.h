@@ -8,11 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -73,21 +71,6 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& backend_retries_total_;
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;
-};
-
-// Serves /metrics over HTTP (prometheus-cpp's civetweb exposer).
-class MetricsServer {
- public:
-  // `listen` is HOST:PORT; port 0 picks a free port.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Create(
-      const std::string& listen, const Metrics& metrics);
-  int port() const { return port_; }
-
- private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port)
-      : exposer_(std::move(exposer)), port_(port) {}
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_;
 };
 
 }  // namespace sdg

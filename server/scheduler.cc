@@ -1,5 +1,7 @@
 #include "server/scheduler.h"
 
+#include <pthread.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
@@ -10,7 +12,10 @@ Scheduler::Scheduler(const Options& options, ShardRunner& runner,
     : options_(options), runner_(runner), metrics_(metrics) {
   workers_.reserve(options.max_workers);
   for (int i = 0; i < options.max_workers; ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "sdg-worker");
+      WorkerLoop();
+    });
   }
 }
 

@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(opts.max_request_bytes);
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
@@ -73,7 +74,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
 }
 
 Server::~Server() {
-  if (!shut_down_) Shutdown(absl::ZeroDuration());
+  // A server that failed to start has no gRPC server to stop.
+  if (grpc_server_ != nullptr) Shutdown(absl::ZeroDuration());
 }
 
 void Server::Shutdown(absl::Duration grace) {

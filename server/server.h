@@ -16,6 +16,7 @@
 #include "server/generation_service.h"
 #include "server/http_client.h"
 #include "server/metrics.h"
+#include "server/metrics_server.h"
 #include "server/scheduler.h"
 #include "server/shard_runner.h"
 
@@ -24,6 +25,9 @@ namespace sdg {
 struct ServerOptions {
   std::string listen = "0.0.0.0:50051";
   std::string metrics_listen = "0.0.0.0:9464";
+  // Largest GenerateJob request (inline datasets are big); gRPC's default is
+  // 4 MiB.
+  int max_request_bytes = 256 << 20;
   // The first is the default backend.
   std::vector<BackendOptions> backends;
   Scheduler::Options scheduler;

@@ -1,120 +1,32 @@
 // The service in-process against llmsim's HTTP server on a free loopback port:
 // real gRPC, real HTTP, no mocks.
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
-
-#include <thread>
 
 #include "google/protobuf/util/json_util.h"
 #include "sdg/v1/generation.grpc.pb.h"
-#include "server/server.h"
-#include "tests/llmsim/sim_server.h"
-#include "tests/testing/http_get.h"
+#include "tests/integration/service_fixture.h"
 
 namespace sdg {
 namespace {
 
 using ::testing::HasSubstr;
 
-// llmsim's server on its own (owned, joined) thread.
-class SimThread {
- public:
-  explicit SimThread(int latency_ms = 0) {
-    llmsim::SimServer::Options options;
-    options.model = "m";
-    options.latency_ms = latency_ms;
-    server_ = *llmsim::SimServer::Create(options);
-    thread_ = std::thread([this] { server_->Run(); });
-  }
-  ~SimThread() {
-    server_->Stop();
-    thread_.join();
-  }
-  std::string url() const {
-    return "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1";
-  }
+using testing::Events;
+using testing::SimThread;
 
- private:
-  std::unique_ptr<llmsim::SimServer> server_;
-  std::thread thread_;
-};
-
-struct Events {
-  std::vector<v1::JobEvent> all;
-  grpc::Status status;
-
-  std::vector<v1::ResultRow> Rows() const {
-    std::vector<v1::ResultRow> rows;
-    for (const auto& event : all) {
-      for (const auto& row : event.shard_result().rows()) rows.push_back(row);
-    }
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
-      return std::pair(a.row_index(), a.sample_index()) <
-             std::pair(b.row_index(), b.sample_index());
-    });
-    return rows;
-  }
-  std::vector<v1::ShardError> Errors() const {
-    std::vector<v1::ShardError> errors;
-    for (const auto& event : all) {
-      if (event.has_shard_error()) errors.push_back(event.shard_error());
-    }
-    return errors;
-  }
-  const v1::JobFinished& Finished() const { return all.back().finished(); }
-};
-
-class ServiceTest : public ::testing::Test {
+class ServiceTest : public testing::ServiceFixture {
  protected:
-  void StartServer(std::vector<std::string> backend_urls) {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.metrics_listen = "127.0.0.1:0";
-    options.scheduler.max_workers = 8;
-    for (size_t i = 0; i < backend_urls.size(); ++i) {
-      BackendOptions backend;
-      backend.name = i == 0 ? "sim" : "other";
-      backend.base_urls = {backend_urls[i]};
-      backend.initial_backoff = absl::Milliseconds(10);
-      options.backends.push_back(backend);
+  void StartServer(std::vector<std::string> urls) {
+    std::vector<std::pair<std::string, std::string>> backends;
+    for (size_t i = 0; i < urls.size(); ++i) {
+      backends.emplace_back(i == 0 ? "sim" : "other", urls[i]);
     }
-    auto server = Server::Create(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = v1::GenerationService::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(server_->port()),
-        grpc::InsecureChannelCredentials()));
-  }
-
-  v1::GenerateJobRequest Request(int rows) {
-    v1::GenerateJobRequest request;
-    request.mutable_block()->set_model("m");
-    request.mutable_block()->set_prompt_template("Q{{id}}: {{question}}");
-    for (int i = 0; i < rows; ++i) {
-      google::protobuf::Struct* row = request.add_rows();
-      (*row->mutable_fields())["id"].set_number_value(i);
-      (*row->mutable_fields())["question"].set_string_value("why " +
-                                                            std::to_string(i));
-    }
-    request.set_batch_size(3);
-    request.set_num_workers(4);
-    return request;
-  }
-
-  Events Run(const v1::GenerateJobRequest& request) {
-    grpc::ClientContext context;
-    Events events;
-    auto reader = stub_->GenerateJob(&context, request);
-    v1::JobEvent event;
-    while (reader->Read(&event)) events.all.push_back(event);
-    events.status = reader->Finish();
-    return events;
+    ServiceFixture::StartServer(backends);
   }
 
   SimThread sim_;
-  std::unique_ptr<Server> server_;
-  std::unique_ptr<v1::GenerationService::Stub> stub_;
 };
 
 TEST_F(ServiceTest, StreamsEveryRowBetweenStartedAndFinished) {
@@ -251,7 +163,8 @@ TEST_F(ServiceTest, GetAndListShowAFinishedJob) {
 
   grpc::ClientContext list_context;
   v1::ListJobsResponse list;
-  ASSERT_TRUE(stub_->ListJobs(&list_context, v1::ListJobsRequest(), &list).ok());
+  ASSERT_TRUE(
+      stub_->ListJobs(&list_context, v1::ListJobsRequest(), &list).ok());
   ASSERT_EQ(list.jobs_size(), 1);
   EXPECT_EQ(list.jobs(0).job_id(), "job-a");
 }
@@ -279,18 +192,20 @@ TEST_F(ServiceTest, UnknownJobIsNotFound) {
 TEST_F(ServiceTest, MetricsCountTheJobJustRun) {
   StartServer({sim_.url()});
   ASSERT_EQ(Run(Request(10)).Finished().state(), v1::JOB_STATE_SUCCEEDED);
-  auto scrape = testing::HttpGet("http://127.0.0.1:" +
-                                 std::to_string(server_->metrics_port()) +
-                                 "/metrics");
+  auto scrape = testing::HttpGet(
+      "http://127.0.0.1:" + std::to_string(server_->metrics_port()) +
+      "/metrics");
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   using testing::MetricValue;
   EXPECT_EQ(MetricValue(*scrape, R"(sdg_jobs_total{state="succeeded"})"), 1);
   EXPECT_EQ(MetricValue(*scrape, R"(sdg_rows_total{outcome="succeeded"})"), 10);
   EXPECT_EQ(MetricValue(*scrape, R"(sdg_rows_total{outcome="failed"})"), 0);
-  EXPECT_EQ(MetricValue(*scrape, R"(sdg_shards_total{outcome="succeeded"})"), 4);
-  EXPECT_EQ(MetricValue(*scrape,
-                        R"(sdg_backend_requests_total{backend="sim",code="200"})"),
-            10);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_shards_total{outcome="succeeded"})"),
+            4);
+  EXPECT_EQ(
+      MetricValue(*scrape,
+                  R"(sdg_backend_requests_total{backend="sim",code="200"})"),
+      10);
   EXPECT_EQ(MetricValue(*scrape, "sdg_jobs_active"), 0);
   EXPECT_EQ(MetricValue(*scrape, "sdg_workers_busy"), 0);
   EXPECT_EQ(MetricValue(*scrape, "sdg_shards_queued"), 0);

@@ -1,0 +1,165 @@
+// Every way a job can be stopped, against llmsim servers whose requests hang
+// (latency far beyond the test's patience): the job ends in the right state
+// with the right reason, llmsim sees its connections closed, and the same
+// workers serve the next job.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/integration/service_fixture.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+llmsim::SimServer::Options Hanging() {
+  llmsim::SimServer::Options options;
+  options.latency_ms = 600000;
+  return options;
+}
+
+class CancellationTest : public ServiceFixture {
+ protected:
+  void SetUp() override {
+    StartServer({{"sim", fast_.url()}, {"slow", slow_.url()}});
+    ASSERT_EQ(ThreadCount("sdg-worker"), 8);
+    ASSERT_EQ(ThreadCount("sdg-http"), 1);
+  }
+
+  // 8 rows in shards of 2, 4 at once: 8 requests hang in llmsim.
+  v1::GenerateJobRequest HangingJob(const std::string& id) {
+    v1::GenerateJobRequest request = Request(8, "slow");
+    request.set_job_id(id);
+    request.set_batch_size(2);
+    return request;
+  }
+
+  void AwaitHung(const SimThread& sim, int requests) {
+    ASSERT_TRUE(Eventually([&] {
+      return sim.Stats()["in_flight"] == requests;
+    })) << sim.Stats().dump();
+  }
+
+  // What every cancellation leaves behind.
+  void ExpectCleanAfterCancel(const SimThread& sim, int aborted,
+                              const std::string& backend = "slow") {
+    EXPECT_TRUE(Eventually([&] {
+      return sim.Stats()["closed_by_client"] == aborted;
+    })) << sim.Stats().dump();
+    EXPECT_EQ(sim.Stats()["in_flight"], 0);
+    Events next = Run(Request(6));
+    EXPECT_EQ(next.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(ThreadCount("sdg-worker"), 8);
+    EXPECT_EQ(ThreadCount("sdg-http"), 1);
+    EXPECT_EQ(Metric("sdg_workers_busy"), 0);
+    EXPECT_EQ(Metric("sdg_backend_in_flight{backend=\"" + backend + "\"}"), 0);
+  }
+
+  SimThread fast_;
+  SimThread slow_{Hanging()};
+};
+
+TEST_F(CancellationTest, CancelJobRpcAbortsInFlightRequests) {
+  Events events;
+  std::thread reader([&] { events = Run(HangingJob("rpc")); });
+  AwaitHung(slow_, 8);
+
+  grpc::ClientContext context;
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id("rpc");
+  v1::Job job;
+  ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
+  reader.join();
+
+  EXPECT_TRUE(events.status.ok()) << events.status.error_message();
+  v1::JobFinished finished = events.Finished();
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(finished.reason(), "cancelled by CancelJob");
+  EXPECT_EQ(finished.shards_failed(), 4);
+  for (const v1::ShardError& error : events.Errors()) {
+    EXPECT_EQ(error.code(), static_cast<int>(grpc::StatusCode::CANCELLED));
+  }
+  EXPECT_EQ(GetJob("rpc")->state(), v1::JOB_STATE_CANCELLED);
+  ExpectCleanAfterCancel(slow_, 8);
+}
+
+TEST_F(CancellationTest, ClientCancelCancelsTheJob) {
+  grpc::ClientContext context;
+  Events events;
+  std::thread reader([&] { events = Run(HangingJob("client"), &context); });
+  AwaitHung(slow_, 8);
+  context.TryCancel();
+  reader.join();
+
+  EXPECT_EQ(events.status.error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(Eventually(
+      [&] { return GetJob("client")->state() == v1::JOB_STATE_CANCELLED; }));
+  EXPECT_EQ(GetJob("client")->reason(),
+            "the client cancelled the GenerateJob call");
+  ExpectCleanAfterCancel(slow_, 8);
+}
+
+TEST_F(CancellationTest, JobTimeoutFailsTheJob) {
+  v1::GenerateJobRequest request = HangingJob("timeout");
+  request.mutable_timeout()->set_nanos(300'000'000);
+  Events events = Run(request);
+  v1::JobFinished finished = events.Finished();
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(finished.reason(), "the job's timeout of 300ms passed");
+  ExpectCleanAfterCancel(slow_, 8);
+}
+
+TEST_F(CancellationTest, CallDeadlineFailsTheJob) {
+  grpc::ClientContext context;
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+  Events events = Run(HangingJob("deadline"), &context);
+  EXPECT_EQ(events.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  ASSERT_TRUE(Eventually(
+      [&] { return GetJob("deadline")->state() == v1::JOB_STATE_FAILED; }));
+  EXPECT_EQ(GetJob("deadline")->reason(),
+            "the GenerateJob call's deadline passed");
+  ExpectCleanAfterCancel(slow_, 8);
+}
+
+TEST_F(CancellationTest, FailFastAbortsTheOtherShards) {
+  // With this seed the first four requests hang, hang, hang and fail (400).
+  llmsim::SimServer::Options faults;
+  faults.fail_rate = 0.1;
+  faults.fail_code = 400;
+  faults.hang_rate = 0.9;
+  faults.fault_seed = 4;
+  SimThread faulty(faults);
+  server_.reset();
+  StartServer({{"sim", fast_.url()}, {"faulty", faulty.url()}});
+
+  v1::GenerateJobRequest request = Request(8, "faulty");
+  request.set_batch_size(1);
+  request.set_error_policy(v1::ERROR_POLICY_FAIL_FAST);
+  Events events = Run(request);
+  v1::JobFinished finished = events.Finished();
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(finished.reason(),
+              HasSubstr("failed and error_policy is ERROR_POLICY_FAIL_FAST: "
+                        "backend returned HTTP 400: simulated failure"));
+  EXPECT_EQ(faulty.Stats()["requests"],
+            4);  // no shard started after the failure
+  ExpectCleanAfterCancel(faulty, 3, "faulty");
+}
+
+TEST_F(CancellationTest, ShutdownCancelsRunningJobsAndSendsFinished) {
+  Events events;
+  std::thread reader([&] { events = Run(HangingJob("shutdown")); });
+  AwaitHung(slow_, 8);
+  server_->Shutdown(absl::Milliseconds(100));
+  reader.join();
+  EXPECT_TRUE(events.status.ok()) << events.status.error_message();
+  EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(events.Finished().reason(),
+            "server is shutting down (grace period ended)");
+  EXPECT_TRUE(
+      Eventually([&] { return slow_.Stats()["closed_by_client"] == 8; }));
+}
+
+}  // namespace
+}  // namespace sdg::testing

@@ -1,0 +1,193 @@
+// Shared by the integration tests: the sdgd service in-process, llmsim HTTP
+// servers on their own threads, and a reader of GenerateJob streams.
+#ifndef SDG_TESTS_INTEGRATION_SERVICE_FIXTURE_H_
+#define SDG_TESTS_INTEGRATION_SERVICE_FIXTURE_H_
+
+#include <dirent.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "sdg/v1/generation.grpc.pb.h"
+#include "server/server.h"
+#include "tests/llmsim/sim_server.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/subprocess.h"
+
+namespace sdg::testing {
+
+// An llmsim server on its own (owned, joined) thread.
+class SimThread {
+ public:
+  explicit SimThread(llmsim::SimServer::Options options = {}) {
+    options.model = "m";
+    server_ = *llmsim::SimServer::Create(options);
+    thread_ = std::thread([this] { server_->Run(); });
+  }
+  ~SimThread() {
+    server_->Stop();
+    thread_.join();
+  }
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1";
+  }
+  // llmsim's /stats.
+  nlohmann::json Stats() const {
+    auto body = HttpGet("http://127.0.0.1:" + std::to_string(server_->port()) +
+                        "/stats");
+    EXPECT_TRUE(body.ok()) << body.status();
+    return body.ok() ? nlohmann::json::parse(*body) : nlohmann::json::object();
+  }
+
+ private:
+  std::unique_ptr<llmsim::SimServer> server_;
+  std::thread thread_;
+};
+
+// Another process's or thread's state can only be watched, so this polls it;
+// the bound only turns a hang into a failure and is never the assertion.
+inline bool Eventually(const std::function<bool()>& condition,
+                       absl::Duration bound = absl::Seconds(60)) {
+  absl::Time deadline = absl::Now() + bound;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+// Threads of this process named `name` (sdgd names its own: sdg-worker,
+// sdg-http); gRPC's pool grows and shrinks on its own and is not counted.
+inline int ThreadCount(const std::string& name) {
+  int count = 0;
+  if (DIR* dir = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      std::string comm =
+          ReadFile(std::string("/proc/self/task/") + entry->d_name + "/comm");
+      count += comm == name + "\n";
+    }
+    closedir(dir);
+  }
+  return count;
+}
+
+struct Events {
+  std::vector<v1::JobEvent> all;
+  grpc::Status status;
+
+  std::vector<v1::ResultRow> Rows() const {
+    std::vector<v1::ResultRow> rows;
+    for (const auto& event : all) {
+      for (const auto& row : event.shard_result().rows()) rows.push_back(row);
+    }
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+      return std::pair(a.row_index(), a.sample_index()) <
+             std::pair(b.row_index(), b.sample_index());
+    });
+    return rows;
+  }
+  std::vector<v1::ShardError> Errors() const {
+    std::vector<v1::ShardError> errors;
+    for (const auto& event : all) {
+      if (event.has_shard_error()) errors.push_back(event.shard_error());
+    }
+    return errors;
+  }
+  v1::JobFinished Finished() const {
+    if (all.empty() || !all.back().has_finished()) {
+      ADD_FAILURE() << "the stream did not end with `finished`";
+      return {};
+    }
+    return all.back().finished();
+  }
+};
+
+class ServiceFixture : public ::testing::Test {
+ protected:
+  // Stops the server before the derived fixture's llmsim servers go.
+  void TearDown() override { server_.reset(); }
+
+  // backends: NAME -> base URL; the first is the default.
+  void StartServer(
+      const std::vector<std::pair<std::string, std::string>>& backends,
+      ServerOptions options = {}) {
+    options.listen = "127.0.0.1:0";
+    options.metrics_listen = "127.0.0.1:0";
+    if (options.scheduler.max_workers == 64) options.scheduler.max_workers = 8;
+    for (const auto& [name, url] : backends) {
+      BackendOptions backend;
+      backend.name = name;
+      backend.base_urls = {url};
+      backend.initial_backoff = absl::Milliseconds(10);
+      options.backends.push_back(backend);
+    }
+    auto server = Server::Create(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = v1::GenerationService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                            grpc::InsecureChannelCredentials()));
+  }
+
+  static v1::GenerateJobRequest Request(int rows,
+                                        const std::string& backend = "") {
+    v1::GenerateJobRequest request;
+    request.mutable_block()->set_model("m");
+    request.mutable_block()->set_backend(backend);
+    request.mutable_block()->set_prompt_template("Q{{id}}: {{question}}");
+    for (int i = 0; i < rows; ++i) {
+      google::protobuf::Struct* row = request.add_rows();
+      (*row->mutable_fields())["id"].set_number_value(i);
+      (*row->mutable_fields())["question"].set_string_value("why " +
+                                                            std::to_string(i));
+    }
+    request.set_batch_size(3);
+    request.set_num_workers(4);
+    return request;
+  }
+
+  Events Run(const v1::GenerateJobRequest& request,
+             grpc::ClientContext* context = nullptr) {
+    grpc::ClientContext own_context;
+    if (context == nullptr) context = &own_context;
+    Events events;
+    auto reader = stub_->GenerateJob(context, request);
+    v1::JobEvent event;
+    while (reader->Read(&event)) events.all.push_back(event);
+    events.status = reader->Finish();
+    return events;
+  }
+
+  absl::StatusOr<v1::Job> GetJob(const std::string& id) {
+    grpc::ClientContext context;
+    v1::GetJobRequest request;
+    request.set_job_id(id);
+    v1::Job job;
+    grpc::Status status = stub_->GetJob(&context, request, &job);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return job;
+  }
+
+  double Metric(const std::string& name_with_labels) {
+    return MetricValue(server_->metrics().Serialize(), name_with_labels);
+  }
+
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::GenerationService::Stub> stub_;
+};
+
+}  // namespace sdg::testing
+
+#endif  // SDG_TESTS_INTEGRATION_SERVICE_FIXTURE_H_
