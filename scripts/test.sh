@@ -23,3 +23,14 @@ run_suite() {
 }
 
 run_suite build/test -- -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+# Sanitizer builds (SDG_SANITIZERS=0 skips them): AddressSanitizer + UBSan
+# over the whole suite, ThreadSanitizer over the unit and integration tests
+# (the end-to-end tests run the same code in child processes).
+if [ "${SDG_SANITIZERS:-1}" != 0 ]; then
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan/suppressions.txt}
+  run_suite build/asan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address
+  run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread
+fi

@@ -169,6 +169,8 @@ void Job::MarkFinished() {
   end_time_ = absl::Now();
   metrics_.JobFinished(StateLabel(state_), ran);
 
+  const double elapsed_seconds =
+      ran ? absl::ToDoubleSeconds(end_time_ - start_time_) : 0.0;
   v1::JobEvent event;
   v1::JobFinished* finished = event.mutable_finished();
   finished->set_state(state_);
@@ -176,9 +178,9 @@ void Job::MarkFinished() {
   finished->set_rows_failed(rows_failed_);
   finished->set_shards_succeeded(shards_succeeded_);
   finished->set_shards_failed(shards_failed_);
-  finished->set_elapsed_seconds(
-      ran ? absl::ToDoubleSeconds(end_time_ - start_time_) : 0.0);
+  finished->set_elapsed_seconds(elapsed_seconds);
   finished->set_reason(reason_);
+  // The sink owns the event from here (and drops it if the client is gone).
   EmitLocked(std::move(event));
   sink_->Close();
   Log(LogLevel::kInfo, "job finished",
@@ -186,7 +188,7 @@ void Job::MarkFinished() {
        {"state", StateLabel(state_)},
        {"rows_succeeded", rows_succeeded_},
        {"rows_failed", rows_failed_},
-       {"elapsed_s", finished->elapsed_seconds()},
+       {"elapsed_s", elapsed_seconds},
        {"reason", reason_}});
 }
 

@@ -65,7 +65,7 @@ void JobRegistry::PruneLocked() {
   absl::Time cutoff = absl::Now() - retention_;
   absl::erase_if(jobs_, [cutoff](const auto& entry) {
     absl::Time end = entry.second.job->end_time();
-    return end != absl::InfinitePast() && end < cutoff;
+    return end != absl::InfinitePast() && end <= cutoff;
   });
 }
 

@@ -1,12 +1,11 @@
 // End to end, as an operator runs it: llmsim and sdgd as processes on free
 // loopback ports, driven by sdgctl and by plain gRPC clients.
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -41,8 +40,10 @@ class EndToEndTest : public ::testing::Test {
     std::string path = stack_->dir() + "/in.jsonl";
     std::string text;
     for (int i = 0; i < rows; ++i) {
-      text += json{{"id", i}, {"question", "What is item " + std::to_string(i) + "?"}}
-                  .dump() + "\n";
+      text += json{{"id", i},
+                   {"question", "What is item " + std::to_string(i) + "?"}}
+                  .dump() +
+              "\n";
     }
     WriteFile(path, text);
     return path;
@@ -62,10 +63,10 @@ class EndToEndTest : public ::testing::Test {
 TEST_F(EndToEndTest, HundredRowsComeBackInInputOrder) {
   Start();
   std::string in = WriteDataset(100);
-  CommandResult result = stack_->Sdgctl(
-      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
-       "--template=Answer briefly. {{question}}", "--batch_size=8",
-       "--num_workers=4"});
+  CommandResult result =
+      stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
+                      "--model=m", "--template=Answer briefly. {{question}}",
+                      "--batch_size=8", "--num_workers=4"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
   std::vector<json> lines = JsonLines(ReadFile(Out()));
   ASSERT_EQ(lines.size(), 100u);
@@ -74,7 +75,8 @@ TEST_F(EndToEndTest, HundredRowsComeBackInInputOrder) {
     EXPECT_EQ(lines[i]["output"], "sim(0): Answer briefly. What is item " +
                                       std::to_string(i) + "?");
   }
-  EXPECT_THAT(result.err, HasSubstr("JOB_STATE_SUCCEEDED: 100/100 rows generated"));
+  EXPECT_THAT(result.err,
+              HasSubstr("JOB_STATE_SUCCEEDED: 100/100 rows generated"));
   EXPECT_EQ(ReadFile(Out() + ".errors.jsonl"), "");
 }
 
@@ -105,9 +107,9 @@ TEST_F(EndToEndTest, ThreeSamplesPerRowInSampleOrder) {
   ASSERT_EQ(lines.size(), 15u);
   for (int row = 0; row < 5; ++row) {
     for (int s = 0; s < 3; ++s) {
-      EXPECT_EQ(lines[row * 3 + s]["output"],
-                "sim(" + std::to_string(s) + "): What is item " +
-                    std::to_string(row) + "?");
+      EXPECT_EQ(lines[row * 3 + s]["output"], "sim(" + std::to_string(s) +
+                                                  "): What is item " +
+                                                  std::to_string(row) + "?");
     }
   }
 }
@@ -119,16 +121,17 @@ TEST_F(EndToEndTest, UnknownBackendIsInvalidArgument) {
       {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
        "--template={{question}}", "--backend=nope"});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.err,
-              HasSubstr("INVALID_ARGUMENT: block.backend: unknown backend \"nope\""));
+  EXPECT_THAT(
+      result.err,
+      HasSubstr("INVALID_ARGUMENT: block.backend: unknown backend \"nope\""));
 }
 
 TEST_F(EndToEndTest, MissingColumnIsInvalidArgumentNamingIt) {
   Start();
   std::string in = WriteDataset(3);
-  CommandResult result = stack_->Sdgctl(
-      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
-       "--template={{context}} {{question}}"});
+  CommandResult result =
+      stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
+                      "--model=m", "--template={{context}} {{question}}"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.err,
               HasSubstr("INVALID_ARGUMENT: block.prompt_template: column "
@@ -139,11 +142,12 @@ TEST_F(EndToEndTest, BadInputFileIsReportedBeforeAnythingIsSent) {
   Start();
   std::string in = stack_->dir() + "/bad.jsonl";
   WriteFile(in, "{\"question\": \"ok\"}\n\"just a string\"\n");
-  CommandResult result = stack_->Sdgctl(
-      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
-       "--template={{question}}"});
+  CommandResult result =
+      stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
+                      "--model=m", "--template={{question}}"});
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.err, HasSubstr(in + ":2: expected a JSON object, got a string"));
+  EXPECT_THAT(result.err,
+              HasSubstr(in + ":2: expected a JSON object, got a string"));
   auto stats = HttpGet(stack_->llmsim_url() + "/stats");
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(json::parse(*stats)["requests"], 0);
@@ -168,6 +172,27 @@ TEST_F(EndToEndTest, DeadBackendFillsTheErrorFile) {
     EXPECT_EQ(errors[i]["code"], "UNAVAILABLE");
     EXPECT_EQ(errors[i]["row"]["id"], i);
   }
+}
+
+TEST_F(EndToEndTest, OutputDoesNotDependOnConcurrency) {
+  Start();
+  std::string in = WriteDataset(200);
+  std::string reference;
+  for (const char* workers : {"1", "4", "32"}) {
+    for (const char* batch : {"1", "8"}) {
+      CommandResult result =
+          stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
+                          "--model=m", "--template=Q: {{question}}", "--n=2",
+                          std::string("--num_workers=") + workers,
+                          std::string("--batch_size=") + batch});
+      ASSERT_EQ(result.exit_code, 0) << result.err;
+      std::string output = ReadFile(Out());
+      if (reference.empty()) reference = output;
+      EXPECT_EQ(output, reference)
+          << "num_workers " << workers << ", batch_size " << batch;
+    }
+  }
+  EXPECT_EQ(JsonLines(reference).size(), 400u);
 }
 
 TEST_F(EndToEndTest, ReflectionListsTheService) {
@@ -216,22 +241,26 @@ TEST_F(EndToEndTest, MetricsMatchTheJobJustRun) {
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   EXPECT_EQ(MetricValue(*scrape, R"(sdg_jobs_total{state="succeeded"})"), 1);
   EXPECT_EQ(MetricValue(*scrape, R"(sdg_rows_total{outcome="succeeded"})"), 12);
-  EXPECT_EQ(MetricValue(*scrape, R"(sdg_shards_total{outcome="succeeded"})"), 3);
-  EXPECT_EQ(MetricValue(*scrape,
-                        R"(sdg_backend_requests_total{backend="sim",code="200"})"),
-            12);
-  EXPECT_EQ(MetricValue(*scrape, R"(sdg_generation_tokens_total{backend="sim"})"),
-            12 * 5);  // "sim(0): What is item N?" is 5 tokens
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_shards_total{outcome="succeeded"})"),
+            3);
+  EXPECT_EQ(
+      MetricValue(*scrape,
+                  R"(sdg_backend_requests_total{backend="sim",code="200"})"),
+      12);
+  EXPECT_EQ(
+      MetricValue(*scrape, R"(sdg_generation_tokens_total{backend="sim"})"),
+      12 * 5);  // "sim(0): What is item N?" is 5 tokens
 }
 
 TEST_F(EndToEndTest, JobsGetAndCancelCommands) {
   Start();
   std::string in = WriteDataset(2);
-  ASSERT_EQ(stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
-                            "--model=m", "--template={{question}}",
-                            "--job_id=first"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      stack_
+          ->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
+                    "--model=m", "--template={{question}}", "--job_id=first"})
+          .exit_code,
+      0);
   CommandResult jobs = stack_->Sdgctl({"jobs"});
   EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
   EXPECT_THAT(jobs.out, HasSubstr("first"));

@@ -2,25 +2,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "tests/testing/http_get.h"
 
 namespace sdg::testing {
 
 constexpr absl::Duration kStartTimeout = absl::Seconds(60);
 
-absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(const StackOptions& options) {
+absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
+    const StackOptions& options) {
   auto stack = std::make_unique<Stack>();
   stack->dir_ = MakeTempDir();
 
-  std::vector<std::string> llmsim = {LLMSIM_PATH, "--listen=127.0.0.1:0", "--model=m"};
-  llmsim.insert(llmsim.end(), options.llmsim_args.begin(), options.llmsim_args.end());
+  std::vector<std::string> llmsim = {LLMSIM_PATH, "--listen=127.0.0.1:0",
+                                     "--model=m"};
+  llmsim.insert(llmsim.end(), options.llmsim_args.begin(),
+                options.llmsim_args.end());
   auto sim = Subprocess::Start(llmsim, stack->dir_ + "/llmsim.log");
   if (!sim.ok()) return sim.status();
   stack->llmsim_ = *std::move(sim);
-  auto line = stack->llmsim_->ReadLineStartingWith("llmsim listening on", kStartTimeout);
+  auto line = stack->llmsim_->ReadLineStartingWith("llmsim listening on",
+                                                   kStartTimeout);
   if (!line.ok()) return line.status();
   stack->llmsim_port_ = PortFromLine(*line);
 
-  std::string backends = absl::StrCat("--backend=sim=", stack->llmsim_url(), "/v1");
+  std::string backends =
+      absl::StrCat("--backend=sim=", stack->llmsim_url(), "/v1");
   std::vector<std::string> sdgd = {SDGD_PATH, "--listen=127.0.0.1:0",
                                    "--metrics_listen=127.0.0.1:0", backends};
   for (const std::string& extra : options.extra_backends) {
@@ -54,10 +60,21 @@ std::string Stack::llmsim_url() const {
 std::string Stack::SdgdLog() const { return ReadFile(dir_ + "/sdgd.log"); }
 
 CommandResult Stack::Sdgctl(std::vector<std::string> args) const {
-  args.insert(args.begin(), {SDGCTL_PATH, args.empty() ? "" : args[0]});
-  args.erase(args.begin() + 2);
+  args.insert(args.begin(), SDGCTL_PATH);
   args.push_back("--server=" + address());
   return RunCommand(args);
+}
+
+absl::StatusOr<std::unique_ptr<Subprocess>> Stack::StartSdgctl(
+    std::vector<std::string> args, const std::string& stderr_path) const {
+  args.insert(args.begin(), SDGCTL_PATH);
+  args.push_back("--server=" + address());
+  return Subprocess::Start(args, stderr_path);
+}
+
+std::string Stack::LlmsimStats() const {
+  absl::StatusOr<std::string> stats = HttpGet(llmsim_url() + "/stats");
+  return stats.ok() ? *stats : "{}";
 }
 
 }  // namespace sdg::testing

@@ -21,7 +21,8 @@ struct StackOptions {
 
 class Stack {
  public:
-  static absl::StatusOr<std::unique_ptr<Stack>> Start(const StackOptions& options);
+  static absl::StatusOr<std::unique_ptr<Stack>> Start(
+      const StackOptions& options);
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string metrics_url() const;
@@ -33,6 +34,11 @@ class Stack {
 
   // Runs sdgctl with --server set.
   CommandResult Sdgctl(std::vector<std::string> args) const;
+  // Starts sdgctl with --server set; its stderr goes to `stderr_path`.
+  absl::StatusOr<std::unique_ptr<Subprocess>> StartSdgctl(
+      std::vector<std::string> args, const std::string& stderr_path) const;
+  // llmsim's /stats, parsed.
+  std::string LlmsimStats() const;
 
  private:
   std::string dir_;

@@ -19,6 +19,7 @@
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/server.h"
 #include "tests/llmsim/sim_server.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/subprocess.h"
 
@@ -51,18 +52,6 @@ class SimThread {
   std::unique_ptr<llmsim::SimServer> server_;
   std::thread thread_;
 };
-
-// Another process's or thread's state can only be watched, so this polls it;
-// the bound only turns a hang into a failure and is never the assertion.
-inline bool Eventually(const std::function<bool()>& condition,
-                       absl::Duration bound = absl::Seconds(60)) {
-  absl::Time deadline = absl::Now() + bound;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
 
 // Threads of this process named `name` (sdgd names its own: sdg-worker,
 // sdg-http); gRPC's pool grows and shrinks on its own and is not counted.

@@ -13,7 +13,8 @@ absl::StatusOr<std::string> HttpGet(const std::string& url);
 
 // The value of the sample `name_with_labels` (e.g.
 // `sdg_rows_total{outcome="succeeded"}`) in a Prometheus text scrape, or -1.
-double MetricValue(const std::string& scrape, const std::string& name_with_labels);
+double MetricValue(const std::string& scrape,
+                   const std::string& name_with_labels);
 
 }  // namespace sdg::testing
 

@@ -25,7 +25,8 @@ namespace {
 
 std::vector<char*> ArgvPointers(const std::vector<std::string>& argv) {
   std::vector<char*> pointers;
-  for (const std::string& arg : argv) pointers.push_back(const_cast<char*>(arg.c_str()));
+  for (const std::string& arg : argv)
+    pointers.push_back(const_cast<char*>(arg.c_str()));
   pointers.push_back(nullptr);
   return pointers;
 }
@@ -49,7 +50,8 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, int stdout_fd,
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
   std::vector<char*> args = ArgvPointers(argv);
-  int rc = posix_spawn(&pid, args[0], &actions, &attributes, args.data(), environ);
+  int rc =
+      posix_spawn(&pid, args[0], &actions, &attributes, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (rc != 0) {
@@ -106,7 +108,8 @@ absl::StatusOr<std::string> Subprocess::ReadLineStartingWith(
           absl::StrCat("no line starting with \"", prefix, "\" on stdout"));
     }
     pollfd fd{stdout_fd_, POLLIN, 0};
-    int ready = poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+    int ready =
+        poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (ready < 0 && errno == EINTR) continue;
     if (ready <= 0) continue;
     char chunk[4096];
@@ -149,7 +152,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv) {
   std::string out_path = dir + "/stdout";
   std::string err_path = dir + "/stderr";
   CommandResult result;
-  int out_fd = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int out_fd =
+      open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   absl::StatusOr<pid_t> pid = Spawn(argv, out_fd, err_path);
   close(out_fd);
   if (!pid.ok()) {
@@ -177,7 +181,8 @@ int PortFromLine(absl::string_view line) {
 
 std::string MakeTempDir() {
   const char* base = getenv("TEST_TMPDIR");
-  std::string pattern = absl::StrCat(base != nullptr ? base : "/tmp", "/sdg-test-XXXXXX");
+  std::string pattern =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/sdg-test-XXXXXX");
   char* made = mkdtemp(pattern.data());
   return made != nullptr ? std::string(made) : std::string("/tmp");
 }

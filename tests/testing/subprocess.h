@@ -23,7 +23,8 @@ class Subprocess {
   // stdout is piped to us; stderr goes to `stderr_path` (or is inherited when
   // empty, so it shows in the test log).
   static absl::StatusOr<std::unique_ptr<Subprocess>> Start(
-      const std::vector<std::string>& argv, const std::string& stderr_path = "");
+      const std::vector<std::string>& argv,
+      const std::string& stderr_path = "");
   ~Subprocess();
 
   pid_t pid() const { return pid_; }

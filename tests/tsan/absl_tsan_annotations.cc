@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 
@@ -42,6 +43,32 @@ void Acquire(const void* address) {
 void Release(const void* address) {
   __tsan_release(const_cast<void*>(address));
 }
+
+// Abseil evaluates a waiter's condition inside the library, on the waiting
+// thread or on the thread that unlocks; either way the evaluator holds the
+// mutex, so the evaluation is annotated as a critical section of its own.
+struct AnnotatedCondition {
+  const absl::Condition* condition;
+  const absl::Mutex* mu;
+
+  static bool Eval(AnnotatedCondition* self) {
+    Acquire(self->mu);
+    bool result = self->condition->Eval();
+    Release(self->mu);
+    return result;
+  }
+  absl::Condition Wrap() {
+    return absl::Condition(&AnnotatedCondition::Eval, this);
+  }
+};
+
+// Abseil's deadlock detector keeps its lock graph under an internal lock
+// that TSan cannot see either, so its bookkeeping would be reported as
+// racing. TSan detects lock-order inversions itself.
+const bool kDeadlockDetectionOff = [] {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return true;
+}();
 
 }  // namespace
 
@@ -82,7 +109,8 @@ void Mutex::ReaderUnlock() {
 void Mutex::LockWhen(const Condition& condition) {
   SDG_ORIGINAL(void (*)(Mutex*, const Condition&),
                "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
-  original(this, condition);
+  AnnotatedCondition annotated{&condition, this};
+  original(this, annotated.Wrap());
   Acquire(this);
 }
 
@@ -90,7 +118,8 @@ bool Mutex::LockWhenWithDeadline(const Condition& condition, Time deadline) {
   SDG_ORIGINAL(bool (*)(Mutex*, const Condition&, Time),
                "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_"
                "9ConditionENS0_4TimeE");
-  bool result = original(this, condition, deadline);
+  AnnotatedCondition annotated{&condition, this};
+  bool result = original(this, annotated.Wrap(), deadline);
   Acquire(this);  // held on return either way
   return result;
 }
@@ -99,7 +128,8 @@ bool Mutex::LockWhenWithTimeout(const Condition& condition, Duration timeout) {
   SDG_ORIGINAL(bool (*)(Mutex*, const Condition&, Duration),
                "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_"
                "9ConditionENS0_8DurationE");
-  bool result = original(this, condition, timeout);
+  AnnotatedCondition annotated{&condition, this};
+  bool result = original(this, annotated.Wrap(), timeout);
   Acquire(this);
   return result;
 }
@@ -108,7 +138,8 @@ void Mutex::Await(const Condition& condition) {
   SDG_ORIGINAL(void (*)(Mutex*, const Condition&),
                "_ZN4absl7debian35Mutex5AwaitERKNS0_9ConditionE");
   Release(this);
-  original(this, condition);
+  AnnotatedCondition annotated{&condition, this};
+  original(this, annotated.Wrap());
   Acquire(this);
 }
 
@@ -117,7 +148,8 @@ bool Mutex::AwaitWithDeadline(const Condition& condition, Time deadline) {
       bool (*)(Mutex*, const Condition&, Time),
       "_ZN4absl7debian35Mutex17AwaitWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   Release(this);
-  bool result = original(this, condition, deadline);
+  AnnotatedCondition annotated{&condition, this};
+  bool result = original(this, annotated.Wrap(), deadline);
   Acquire(this);
   return result;
 }
@@ -127,7 +159,8 @@ bool Mutex::AwaitWithTimeout(const Condition& condition, Duration timeout) {
                "_ZN4absl7debian35Mutex16AwaitWithTimeoutERKNS0_9ConditionENS0_"
                "8DurationE");
   Release(this);
-  bool result = original(this, condition, timeout);
+  AnnotatedCondition annotated{&condition, this};
+  bool result = original(this, annotated.Wrap(), timeout);
   Acquire(this);
   return result;
 }
@@ -190,6 +223,18 @@ bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
   bool notified = original(this, deadline);
   if (notified) Acquire(this);
   return notified;
+}
+
+// absl::Status copies share a reference-counted payload: Ref() is inline
+// (instrumented) but the decrement that may delete it is in the library.
+// Annotated as reference counts are: each drop releases, and whoever may
+// delete first acquires every earlier drop.
+void Status::UnrefNonInlined(uintptr_t rep) {
+  SDG_ORIGINAL(void (*)(uintptr_t),
+               "_ZN4absl7debian36Status15UnrefNonInlinedEm");
+  Release(reinterpret_cast<void*>(rep));
+  Acquire(reinterpret_cast<void*>(rep));
+  original(rep);
 }
 
 ABSL_NAMESPACE_END

@@ -1,0 +1,129 @@
+// SIGTERM as Kubernetes sends it, to sdgd running as a process, with sdgctl
+// streaming a job: what the client sees and how the server exits.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/e2e/stack.h"
+#include "tests/testing/eventually.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+
+class ShutdownTest : public ::testing::Test {
+ protected:
+  void Start(std::vector<std::string> llmsim_args,
+             std::vector<std::string> sdgd_args) {
+    StackOptions options;
+    options.llmsim_args = std::move(llmsim_args);
+    options.sdgd_args = std::move(sdgd_args);
+    auto stack = Stack::Start(options);
+    ASSERT_TRUE(stack.ok()) << stack.status();
+    stack_ = *std::move(stack);
+    std::string text;
+    for (int i = 0; i < 4; ++i)
+      text += json{{"q", "question " + std::to_string(i)}}.dump() + "\n";
+    WriteFile(Input(), text);
+  }
+
+  std::string Input() const { return stack_->dir() + "/in.jsonl"; }
+
+  // Starts `sdgctl generate` on the 4-row input and waits until llmsim holds
+  // its requests.
+  std::unique_ptr<Subprocess> StartJob(const std::string& name) {
+    auto client = stack_->StartSdgctl(
+        {"generate", "--input=" + Input(),
+         "--output=" + stack_->dir() + "/" + name + ".jsonl", "--model=m",
+         "--template={{q}}", "--batch_size=1"},
+        stack_->dir() + "/" + name + ".stderr");
+    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_TRUE(Eventually([&] {
+      return json::parse(stack_->LlmsimStats())["in_flight"].get<int>() >= 1;
+    }));
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  std::string Stderr(const std::string& name) const {
+    return ReadFile(stack_->dir() + "/" + name + ".stderr");
+  }
+
+  grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
+    auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+        stack_->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    grpc::health::v1::HealthCheckResponse response;
+    if (!stub->Check(&context, {}, &response).ok()) {
+      return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+    }
+    return response.status();
+  }
+
+  void TearDown() override {
+    if (HasFailure() && stack_ != nullptr) std::cerr << stack_->SdgdLog();
+  }
+
+  std::unique_ptr<Stack> stack_;
+};
+
+TEST_F(ShutdownTest, ShortGraceCancelsTheRunningJob) {
+  Start({"--latency_ms=600000"}, {"--shutdown_grace=200ms"});
+  std::unique_ptr<Subprocess> client = StartJob("long");
+  ASSERT_NE(client, nullptr);
+  stack_->sdgd().Signal(SIGTERM);
+  EXPECT_EQ(client->Wait(), 1);
+  EXPECT_THAT(Stderr("long"), HasSubstr("JOB_STATE_CANCELLED"));
+  EXPECT_THAT(Stderr("long"),
+              HasSubstr("server is shutting down (grace period ended)"));
+  EXPECT_EQ(stack_->sdgd().Wait(), 0);
+  // Nothing was lost: every row is in the errors file.
+  int lines = 0;
+  for (char c : ReadFile(stack_->dir() + "/long.jsonl.errors.jsonl"))
+    lines += c == '\n';
+  EXPECT_EQ(lines, 4);
+}
+
+TEST_F(ShutdownTest, LongGraceLetsTheRunningJobFinish) {
+  Start({"--latency_ms=1500"}, {"--shutdown_grace=60s"});
+  std::unique_ptr<Subprocess> client = StartJob("short");
+  ASSERT_NE(client, nullptr);
+  stack_->sdgd().Signal(SIGTERM);
+  EXPECT_EQ(client->Wait(), 0) << Stderr("short");
+  EXPECT_THAT(Stderr("short"),
+              HasSubstr("JOB_STATE_SUCCEEDED: 4/4 rows generated"));
+  EXPECT_EQ(stack_->sdgd().Wait(), 0);
+}
+
+TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
+  Start({"--latency_ms=600000"}, {"--shutdown_grace=600s"});
+  std::unique_ptr<Subprocess> client = StartJob("held");
+  ASSERT_NE(client, nullptr);
+  ASSERT_EQ(Health(), grpc::health::v1::HealthCheckResponse::SERVING);
+  stack_->sdgd().Signal(SIGTERM);
+  ASSERT_TRUE(Eventually([&] {
+    return Health() == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
+  }));
+
+  CommandResult refused =
+      stack_->Sdgctl({"generate", "--input=" + Input(),
+                      "--output=" + stack_->dir() + "/new.jsonl", "--model=m",
+                      "--template={{q}}"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("UNAVAILABLE: server is shutting down"));
+
+  stack_->sdgd().Signal(SIGTERM);  // a second signal cancels at once
+  EXPECT_EQ(client->Wait(), 1);
+  EXPECT_THAT(Stderr("held"), HasSubstr("JOB_STATE_CANCELLED"));
+  EXPECT_THAT(Stderr("held"),
+              HasSubstr("server is shutting down (second signal)"));
+  EXPECT_EQ(stack_->sdgd().Wait(), 0);
+}
+
+}  // namespace
+}  // namespace sdg::testing
