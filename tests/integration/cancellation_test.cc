@@ -161,5 +161,43 @@ TEST_F(CancellationTest, ShutdownCancelsRunningJobsAndSendsFinished) {
       Eventually([&] { return slow_.Stats()["closed_by_client"] == 8; }));
 }
 
+TEST_F(CancellationTest, FullServerAnswersResourceExhausted) {
+  server_.reset();
+  ServerOptions options;
+  options.scheduler.max_jobs = 1;
+  options.scheduler.max_queued_jobs = 1;
+  StartServer({{"sim", fast_.url()}, {"slow", slow_.url()}}, options);
+
+  Events running_events;
+  std::thread running([&] { running_events = Run(HangingJob("running")); });
+  AwaitHung(slow_, 8);
+  Events queued_events;
+  std::thread queued([&] { queued_events = Run(HangingJob("queued")); });
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<v1::Job> job = GetJob("queued");
+    return job.ok() && job->state() == v1::JOB_STATE_QUEUED;
+  }));
+
+  Events refused = Run(Request(2));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(refused.status.error_message(),
+            "server is at its limit of 1 running and 1 queued jobs "
+            "(--max_jobs, --max_queued_jobs); retry later");
+
+  for (const char* id : {"queued", "running"}) {
+    grpc::ClientContext context;
+    v1::CancelJobRequest cancel;
+    cancel.set_job_id(id);
+    v1::Job job;
+    ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
+  }
+  running.join();
+  queued.join();
+  EXPECT_EQ(running_events.Finished().state(), v1::JOB_STATE_CANCELLED);
+  // Cancelled while queued: `finished` without `started`.
+  ASSERT_EQ(queued_events.all.size(), 1u);
+  EXPECT_EQ(queued_events.Finished().state(), v1::JOB_STATE_CANCELLED);
+}
+
 }  // namespace
 }  // namespace sdg::testing
