@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "server/http_client.h"
+#include "tests/testing/idle_backend.h"
 
 namespace sdg {
 namespace {
@@ -18,13 +18,6 @@ class NullSink final : public JobSink {
 
 class JobRegistryTest : public ::testing::Test {
  protected:
-  JobRegistryTest() {
-    http_ = *HttpClient::Create({});
-    BackendOptions options;
-    options.name = "b";
-    options.base_urls = {"http://127.0.0.1:1/v1"};
-    backend_ = std::make_unique<Backend>(options, *http_, metrics_);
-  }
   std::shared_ptr<Job> MakeJob(const std::string& id) {
     JobSpec spec;
     spec.job_id = id;
@@ -37,8 +30,7 @@ class JobRegistryTest : public ::testing::Test {
   }
 
   Metrics metrics_;
-  std::unique_ptr<HttpClient> http_;
-  std::unique_ptr<Backend> backend_;
+  testing::IdleBackend backend_{metrics_};
 };
 
 TEST_F(JobRegistryTest, ListsJobsOldestFirstAndFindsThem) {

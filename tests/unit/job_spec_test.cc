@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "google/protobuf/util/json_util.h"
-#include "server/http_client.h"
+#include "tests/testing/idle_backend.h"
 
 namespace sdg {
 namespace {
@@ -14,11 +14,6 @@ using ::testing::HasSubstr;
 class ValidateRequestTest : public ::testing::Test {
  protected:
   ValidateRequestTest() {
-    http_ = *HttpClient::Create({});
-    BackendOptions options;
-    options.name = "sim";
-    options.base_urls = {"http://127.0.0.1:1/v1"};
-    backend_ = std::make_unique<Backend>(options, *http_, metrics_);
     backends_.by_name["sim"] = backend_.get();
     backends_.default_name = "sim";
   }
@@ -40,8 +35,7 @@ class ValidateRequestTest : public ::testing::Test {
   }
 
   Metrics metrics_;
-  std::unique_ptr<HttpClient> http_;
-  std::unique_ptr<Backend> backend_;
+  testing::IdleBackend backend_{metrics_};
   BackendSet backends_;
   ValidationLimits limits_;
 };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/testing/http_get.h"
+#include "tests/testing/idle_backend.h"
 
 namespace sdg {
 namespace {
@@ -138,14 +139,6 @@ class RecordingSink final : public JobSink {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  SchedulerTest() {
-    http_ = *HttpClient::Create({});
-    BackendOptions options;
-    options.name = "fake";
-    options.base_urls = {"http://127.0.0.1:1/v1"};
-    backend_ = std::make_unique<Backend>(options, *http_, metrics_);
-  }
-
   void StartScheduler(int max_workers, int max_jobs = 16, int max_queued = 64) {
     Scheduler::Options options;
     options.max_workers = max_workers;
@@ -174,8 +167,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   Metrics metrics_;
-  std::unique_ptr<HttpClient> http_;
-  std::unique_ptr<Backend> backend_;
+  testing::IdleBackend backend_{metrics_};
   GatedRunner runner_;
   std::unique_ptr<Scheduler> scheduler_;
 };
