@@ -1,6 +1,7 @@
 #include "server/backend.h"
 
 #include <algorithm>
+#include <cassert>
 #include <optional>
 
 #include "absl/strings/match.h"

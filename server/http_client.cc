@@ -280,8 +280,9 @@ void HttpClient::Loop() {
   {
     absl::MutexLock lock(&mu_);
     for (Pending& pending : to_start_) {
-      waiting_.emplace(pending.id, std::move(pending));
-      unfinished.push_back(pending.id);
+      RequestId id = pending.id;
+      unfinished.push_back(id);
+      waiting_.emplace(id, std::move(pending));
     }
     to_start_.clear();
   }
