@@ -32,7 +32,10 @@ class ProgressPrinter {
     absl::Time now = absl::Now();
     absl::Duration every = tty_ ? absl::Milliseconds(200) : absl::Seconds(5);
     if (!force && now - last_ < every) return;
+    if (done == printed_done_ && failed == printed_failed_) return;
     last_ = now;
+    printed_done_ = done;
+    printed_failed_ = failed;
     double seconds = absl::ToDoubleSeconds(now - start_);
     std::string line = absl::StrFormat(
         "progress: %d/%d rows done, %d failed, %.1f rows/s", done, total,
@@ -54,6 +57,8 @@ class ProgressPrinter {
   bool pending_newline_ = false;
   absl::Time start_ = absl::Now();
   absl::Time last_ = absl::InfinitePast();
+  int64_t printed_done_ = -1;
+  int64_t printed_failed_ = -1;
 };
 
 }  // namespace

@@ -29,6 +29,7 @@ struct HttpClient::Transfer {
   DoneCallback done;
   HttpResponse response;
   absl::Time started;
+  char error[CURL_ERROR_SIZE] = {};  // libcurl's specific error message
 };
 
 namespace {
@@ -156,6 +157,7 @@ void HttpClient::Launch(Pending pending) {
   set(CURLOPT_HEADERFUNCTION, &OnHeader);
   set(CURLOPT_HEADERDATA, &transfer->response);
   set(CURLOPT_PRIVATE, transfer.get());
+  set(CURLOPT_ERRORBUFFER, transfer->error);
   set(CURLOPT_TCP_NODELAY, 1L);
   if (request.json_body.has_value()) {
     set(CURLOPT_POST, 1L);
@@ -205,8 +207,7 @@ void HttpClient::CompleteFinishedTransfers() {
     curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &transfer);
     HttpResponse response = std::move(transfer->response);
     CURLcode code = message->data.result;
-    char no_detail[1] = {'\0'};
-    response.transport = TransportStatus(code, no_detail);
+    response.transport = TransportStatus(code, transfer->error);
     if (code == CURLE_OK) {
       curl_easy_getinfo(message->easy_handle, CURLINFO_RESPONSE_CODE,
                         &response.http_code);
