@@ -12,12 +12,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-llmsim::SimServer::Options Hanging() {
-  llmsim::SimServer::Options options;
-  options.latency_ms = 600000;
-  return options;
-}
-
 class CancellationTest : public ServiceFixture {
  protected:
   void SetUp() override {
@@ -56,7 +50,7 @@ class CancellationTest : public ServiceFixture {
   }
 
   SimThread fast_;
-  SimThread slow_{Hanging()};
+  SimThread slow_{WithLatency(absl::Minutes(10))};  // hangs, for the test
 };
 
 TEST_F(CancellationTest, CancelJobRpcAbortsInFlightRequests) {

@@ -7,15 +7,9 @@
 namespace sdg::testing {
 namespace {
 
-llmsim::SimServer::Options TenMilliseconds() {
-  llmsim::SimServer::Options options;
-  options.latency_ms = 10;
-  return options;
-}
-
 class FairnessTest : public ServiceFixture {
  protected:
-  SimThread sim_{TenMilliseconds()};
+  SimThread sim_{WithLatency(absl::Milliseconds(10))};
 };
 
 TEST_F(FairnessTest, SmallJobFinishesWhileTheBigOneRuns) {

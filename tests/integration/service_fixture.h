@@ -25,6 +25,13 @@
 
 namespace sdg::testing {
 
+// llmsim options with every reply delayed by `latency`.
+inline llmsim::SimServer::Options WithLatency(absl::Duration latency) {
+  llmsim::SimServer::Options options;
+  options.latency_ms = static_cast<int>(absl::ToInt64Milliseconds(latency));
+  return options;
+}
+
 // An llmsim server on its own (owned, joined) thread.
 class SimThread {
  public:
