@@ -84,10 +84,8 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
 
 HttpClient::HttpClient(const Options& options, CURLM* multi)
     : options_(options), multi_(multi) {
-  loop_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "sdg-http");
-    Loop();
-  });
+  loop_ = std::thread([this] { Loop(); });
+  pthread_setname_np(loop_.native_handle(), "sdg-http");
 }
 
 HttpClient::~HttpClient() {

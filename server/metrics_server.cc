@@ -98,10 +98,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   evhttp_set_allowed_methods(server->http_, EVHTTP_REQ_GET);
   evhttp_set_gencb(server->http_, &MetricsServer::OnRequest, server.get());
   server->thread_ = std::thread([base = server->base_] {
-    pthread_setname_np(pthread_self(), "sdg-metrics");
     // Keeps the loop alive while nothing else is scheduled.
     event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY);
   });
+  pthread_setname_np(server->thread_.native_handle(), "sdg-metrics");
   return server;
 }
 

@@ -12,10 +12,9 @@ Scheduler::Scheduler(const Options& options, ShardRunner& runner,
     : options_(options), runner_(runner), metrics_(metrics) {
   workers_.reserve(options.max_workers);
   for (int i = 0; i < options.max_workers; ++i) {
-    workers_.emplace_back([this] {
-      pthread_setname_np(pthread_self(), "sdg-worker");
-      WorkerLoop();
-    });
+    workers_.emplace_back([this] { WorkerLoop(); });
+    // Named here, so the name is set before the constructor returns.
+    pthread_setname_np(workers_.back().native_handle(), "sdg-worker");
   }
 }
 
