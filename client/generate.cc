@@ -9,17 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "client/grpc_status.h"
+#include "client/grpc_status.h"
 #include "client/ordered_output.h"
 #include "client/row_json.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace sdg {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
 
 // Progress on stderr: rewritten in place on a terminal, a line at a time
 // (at most every few seconds) otherwise.
@@ -167,7 +164,7 @@ absl::StatusOr<GenerateSummary> RunGenerate(
   summary.call_status = reader->Finish();
   if (!ordered) {
     // The job never started: the server rejected it.
-    if (!summary.call_status.ok()) return FromGrpc(summary.call_status);
+    if (!summary.call_status.ok()) return FromGrpcStatus(summary.call_status);
     return absl::InternalError("the stream ended before the job started");
   }
   progress.Update(done, failed, summary.total_rows, true);

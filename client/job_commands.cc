@@ -4,17 +4,13 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "client/grpc_status.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace sdg {
 namespace {
 
 constexpr absl::Duration kCallTimeout = absl::Seconds(30);
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
 
 void SetDeadline(grpc::ClientContext& context) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
@@ -44,7 +40,7 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
   v1::ListJobsResponse response;
   grpc::Status status =
       stub.ListJobs(&context, v1::ListJobsRequest(), &response);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return FromGrpcStatus(status);
   out << absl::StrFormat("%-20s %-10s %10s %10s %10s  %s\n", "JOB_ID", "STATE",
                          "ROWS", "SUCCEEDED", "FAILED", "BLOCK");
   for (const v1::Job& job : response.jobs()) {
@@ -64,7 +60,7 @@ absl::Status GetJobCommand(v1::GenerationService::StubInterface& stub,
   request.set_job_id(job_id);
   v1::Job job;
   grpc::Status status = stub.GetJob(&context, request, &job);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return FromGrpcStatus(status);
   PrintJob(job, out);
   return absl::OkStatus();
 }
@@ -77,7 +73,7 @@ absl::Status CancelJobCommand(v1::GenerationService::StubInterface& stub,
   request.set_job_id(job_id);
   v1::Job job;
   grpc::Status status = stub.CancelJob(&context, request, &job);
-  if (!status.ok()) return FromGrpc(status);
+  if (!status.ok()) return FromGrpcStatus(status);
   PrintJob(job, out);
   return absl::OkStatus();
 }

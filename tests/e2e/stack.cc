@@ -59,17 +59,20 @@ std::string Stack::llmsim_url() const {
 
 std::string Stack::SdgdLog() const { return ReadFile(dir_ + "/sdgd.log"); }
 
-CommandResult Stack::Sdgctl(std::vector<std::string> args) const {
+std::vector<std::string> Stack::SdgctlArgv(
+    std::vector<std::string> args) const {
   args.insert(args.begin(), SDGCTL_PATH);
   args.push_back("--server=" + address());
-  return RunCommand(args);
+  return args;
+}
+
+CommandResult Stack::Sdgctl(std::vector<std::string> args) const {
+  return RunCommand(SdgctlArgv(std::move(args)));
 }
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Stack::StartSdgctl(
     std::vector<std::string> args, const std::string& stderr_path) const {
-  args.insert(args.begin(), SDGCTL_PATH);
-  args.push_back("--server=" + address());
-  return Subprocess::Start(args, stderr_path);
+  return Subprocess::Start(SdgctlArgv(std::move(args)), stderr_path);
 }
 
 std::string Stack::LlmsimStats() const {

@@ -41,6 +41,9 @@ class Stack {
   std::string LlmsimStats() const;
 
  private:
+  // `sdgctl ARGS... --server=ADDRESS`.
+  std::vector<std::string> SdgctlArgv(std::vector<std::string> args) const;
+
   std::string dir_;
   std::unique_ptr<Subprocess> llmsim_;
   std::unique_ptr<Subprocess> sdgd_;
