@@ -10,7 +10,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/grpc_status.h"
-#include "client/grpc_status.h"
 #include "client/ordered_output.h"
 #include "client/row_json.h"
 #include "google/protobuf/util/json_util.h"
