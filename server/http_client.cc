@@ -100,11 +100,23 @@ HttpClient::~HttpClient() {
 
 HttpClient::RequestId HttpClient::Start(HttpRequest request,
                                         DoneCallback done) {
+  return Enqueue({0, std::move(request), std::move(done)});
+}
+
+HttpClient::RequestId HttpClient::Wait(absl::Duration delay,
+                                       DoneCallback done) {
+  HttpRequest request;
+  request.start_delay = delay;
+  return Enqueue({0, std::move(request), std::move(done), true});
+}
+
+HttpClient::RequestId HttpClient::Enqueue(Pending pending) {
   RequestId id;
   {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
-    to_start_.push_back({id, std::move(request), std::move(done)});
+    pending.id = id;
+    to_start_.push_back(std::move(pending));
   }
   curl_multi_wakeup(multi_);
   return id;
@@ -119,6 +131,10 @@ void HttpClient::Cancel(RequestId id) {
 }
 
 void HttpClient::Launch(Pending pending) {
+  if (pending.timer_only) {
+    pending.done(HttpResponse{});
+    return;
+  }
   auto transfer = std::make_unique<Transfer>();
   transfer->id = pending.id;
   transfer->request = std::move(pending.request);
@@ -149,7 +165,8 @@ void HttpClient::Launch(Pending pending) {
   set(CURLOPT_CONNECTTIMEOUT_MS,
       static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
   set(CURLOPT_TIMEOUT_MS,
-      static_cast<long>(absl::ToInt64Milliseconds(options_.request_timeout)));
+      static_cast<long>(absl::ToInt64Milliseconds(
+          request.timeout.value_or(options_.request_timeout))));
   set(CURLOPT_WRITEFUNCTION, &OnBody);
   set(CURLOPT_WRITEDATA, &transfer->response.body);
   set(CURLOPT_HEADERFUNCTION, &OnHeader);

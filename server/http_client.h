@@ -32,6 +32,8 @@ struct HttpRequest {
   std::vector<std::string> headers;
   // Wait this long before starting (retry backoff) without holding a thread.
   absl::Duration start_delay = absl::ZeroDuration();
+  // Replaces Options::request_timeout for this request when set.
+  std::optional<absl::Duration> timeout;
 };
 
 struct HttpResponse {
@@ -66,6 +68,9 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   RequestId Start(HttpRequest request, DoneCallback done);
+  // A timer on the event loop: `done` runs after `delay` with an OK transport
+  // and no HTTP exchange, or with CANCELLED if Cancel(id) comes first.
+  RequestId Wait(absl::Duration delay, DoneCallback done);
   // Aborts the request: its callback runs with CANCELLED unless it already
   // completed. Unknown or finished ids are ignored.
   void Cancel(RequestId id);
@@ -76,6 +81,7 @@ class HttpClient {
     RequestId id;
     HttpRequest request;
     DoneCallback done;
+    bool timer_only = false;  // from Wait(): nothing to send
   };
   struct Delayed {
     absl::Time start_at;
@@ -88,6 +94,7 @@ class HttpClient {
   HttpClient(const Options& options, CURLM* multi);
   void Loop();
   // Loop-thread helpers.
+  RequestId Enqueue(Pending pending);
   void Launch(Pending pending);
   void Complete(RequestId id, HttpResponse response);
   void CompleteFinishedTransfers();

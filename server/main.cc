@@ -2,6 +2,8 @@
 #include <curl/curl.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/notification.h"
+#include "server/backend_flags.h"
 #include "server/base/logging.h"
 #include "server/base/repeated_flag.h"
 #include "server/base/signal_watcher.h"
@@ -21,10 +24,6 @@ ABSL_FLAG(int, max_workers, 64, "shards in progress at once, across all jobs");
 ABSL_FLAG(int, max_jobs, 16, "jobs running at once; more wait in a queue");
 ABSL_FLAG(int, max_queued_jobs, 64,
           "jobs waiting to run; beyond, GenerateJob gets RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, backend_max_in_flight, 256,
-          "HTTP requests in flight per backend");
-ABSL_FLAG(bool, backend_batching, false,
-          "send a shard's prompts as one /completions request (vLLM)");
 ABSL_FLAG(int, backend_max_attempts, 3, "HTTP attempts per backend request");
 ABSL_FLAG(absl::Duration, backend_connect_timeout, absl::Seconds(5),
           "backend connect timeout");
@@ -43,12 +42,23 @@ namespace {
 constexpr char kUsage[] =
     "sdgd --backend NAME=URL[,URL...] [--backend ...] [flags]\n"
     "Runs synthetic-data generation jobs against OpenAI-compatible servers.\n"
-    "  --backend NAME=URL[,URL...]  a backend: the OpenAI base URL ending in\n"
-    "      /v1 (several URLs share the load); repeatable; the first is the\n"
-    "      default for blocks that name none.";
+    "Repeatable per-backend flags (NAME=VALUE for one backend, VALUE for "
+    "all):\n"
+    "  --backend NAME=URL[,URL...]  the OpenAI base URL ending in /v1; "
+    "several\n"
+    "      URLs share the load (fewest in flight first); the first backend is\n"
+    "      the default for blocks that name none.\n"
+    "  --backend_batching [NAME=]auto|on|off  one /completions request per\n"
+    "      shard with its prompts as a list; auto: when /v1/models says vLLM.\n"
+    "      (default auto)\n"
+    "  --backend_max_in_flight [NAME=]N|auto|adaptive  requests in flight per\n"
+    "      endpoint; auto: llama.cpp's slot count from /props, else 256;\n"
+    "      adaptive: an AIMD limit in [1, 1024]. (default auto)\n"
+    "  --backend_api_key_file NAME=PATH  sent as Authorization: Bearer; or\n"
+    "      set SDG_BACKEND_API_KEY_<NAME>.";
 
 absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
-    const std::vector<std::string>& backend_flags) {
+    sdg::BackendFlags backend_flags) {
   sdg::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
@@ -60,14 +70,18 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
   options.service.job_retention = absl::GetFlag(FLAGS_job_retention);
   options.service.limits.default_num_workers = sdg::DefaultNumWorkers();
-  for (const std::string& flag : backend_flags) {
-    absl::StatusOr<sdg::BackendOptions> backend = sdg::ParseBackendFlag(flag);
-    if (!backend.ok()) return backend.status();
-    backend->max_in_flight = absl::GetFlag(FLAGS_backend_max_in_flight);
-    backend->batching = absl::GetFlag(FLAGS_backend_batching);
-    backend->max_attempts = absl::GetFlag(FLAGS_backend_max_attempts);
-    options.backends.push_back(*std::move(backend));
-  }
+  backend_flags.defaults.max_attempts =
+      absl::GetFlag(FLAGS_backend_max_attempts);
+  absl::StatusOr<std::vector<sdg::BackendOptions>> backends =
+      sdg::BackendsFromFlags(
+          backend_flags,
+          [](const std::string& name) -> std::optional<std::string> {
+            const char* value = std::getenv(name.c_str());
+            if (value == nullptr) return std::nullopt;
+            return std::string(value);
+          });
+  if (!backends.ok()) return backends.status();
+  options.backends = *std::move(backends);
   return options;
 }
 
@@ -76,8 +90,13 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args(argv, argv + argc);
-  const std::vector<std::string> backend_flags =
-      sdg::TakeRepeatedFlag("backend", args);
+  sdg::BackendFlags backend_flags;
+  backend_flags.backend = sdg::TakeRepeatedFlag("backend", args);
+  backend_flags.batching = sdg::TakeRepeatedFlag("backend_batching", args);
+  backend_flags.max_in_flight =
+      sdg::TakeRepeatedFlag("backend_max_in_flight", args);
+  backend_flags.api_key_file =
+      sdg::TakeRepeatedFlag("backend_api_key_file", args);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 
   sdg::LogLevel level;
@@ -102,7 +121,8 @@ int main(int argc, char** argv) {
   });
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  absl::StatusOr<sdg::ServerOptions> options = OptionsFromFlags(backend_flags);
+  absl::StatusOr<sdg::ServerOptions> options =
+      OptionsFromFlags(std::move(backend_flags));
   if (!options.ok()) {
     std::fprintf(stderr, "sdgd: %s\n",
                  std::string(options.status().message()).c_str());

@@ -85,6 +85,16 @@ Metrics::Metrics()
               .Name("sdg_backend_concurrency_limit")
               .Help("Most backend HTTP requests allowed in flight at once.")
               .Register(*registry_)),
+      backend_endpoints_(BuildGauge()
+                             .Name("sdg_backend_endpoints")
+                             .Help("Endpoints (URLs) configured per backend.")
+                             .Register(*registry_)),
+      backend_endpoints_ejected_(
+          BuildGauge()
+              .Name("sdg_backend_endpoints_ejected")
+              .Help("Endpoints taken out of rotation after repeated "
+                    "failures, cooling down.")
+              .Register(*registry_)),
       backend_retries_total_(BuildCounter()
                                  .Name("sdg_backend_retries_total")
                                  .Help("Backend requests retried, by reason.")
@@ -153,6 +163,19 @@ void Metrics::BackendInFlight(const std::string& backend, double delta) {
 void Metrics::BackendConcurrencyLimit(const std::string& backend,
                                       double limit) {
   backend_concurrency_limit_.Add({{"backend", backend}}).Set(limit);
+}
+
+void Metrics::BackendEndpoints(const std::string& backend, double configured) {
+  backend_endpoints_.Add({{"backend", backend}}).Set(configured);
+  backend_endpoints_ejected_.Add({{"backend", backend}});
+  backend_in_flight_.Add({{"backend", backend}});
+  prompt_tokens_total_.Add({{"backend", backend}});
+  generation_tokens_total_.Add({{"backend", backend}});
+}
+
+void Metrics::BackendEndpointsEjected(const std::string& backend,
+                                      double delta) {
+  backend_endpoints_ejected_.Add({{"backend", backend}}).Increment(delta);
 }
 
 void Metrics::BackendRetry(const std::string& backend,

@@ -48,7 +48,10 @@ class Metrics {
   void BackendRequest(const std::string& backend, const std::string& code,
                       absl::Duration elapsed);
   void BackendInFlight(const std::string& backend, double delta);
+  // Summed over the backend's endpoints.
   void BackendConcurrencyLimit(const std::string& backend, double limit);
+  void BackendEndpoints(const std::string& backend, double configured);
+  void BackendEndpointsEjected(const std::string& backend, double delta);
   void BackendRetry(const std::string& backend, const std::string& reason);
   void BackendTokens(const std::string& backend, int64_t prompt_tokens,
                      int64_t generation_tokens);
@@ -68,6 +71,8 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& backend_request_duration_seconds_;
   prometheus::Family<prometheus::Gauge>& backend_in_flight_;
   prometheus::Family<prometheus::Gauge>& backend_concurrency_limit_;
+  prometheus::Family<prometheus::Gauge>& backend_endpoints_;
+  prometheus::Family<prometheus::Gauge>& backend_endpoints_ejected_;
   prometheus::Family<prometheus::Counter>& backend_retries_total_;
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;

@@ -54,7 +54,15 @@ ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
   }
 
   const bool chat = block.api() == v1::API_CHAT;
-  const bool batched = !chat && spec.backend->batching() && prompts.size() > 1;
+  bool batched = false;
+  if (!chat && prompts.size() > 1) {
+    std::optional<bool> batching = spec.backend->AwaitBatching(token);
+    if (!batching.has_value()) {
+      outcome.status = token.reason();
+      return outcome;
+    }
+    batched = *batching;
+  }
   std::vector<std::string> bodies;
   if (batched) {
     bodies.push_back(BuildCompletionsBody(block, prompts));

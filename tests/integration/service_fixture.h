@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/server.h"
@@ -120,10 +121,9 @@ class ServiceFixture : public ::testing::Test {
     options.metrics_listen = "127.0.0.1:0";
     if (options.scheduler.max_workers == 64) options.scheduler.max_workers = 8;
     for (const auto& [name, url] : backends) {
-      BackendOptions backend;
+      BackendOptions backend = backend_defaults_;
       backend.name = name;
-      backend.base_urls = {url};
-      backend.initial_backoff = absl::Milliseconds(10);
+      backend.base_urls = absl::StrSplit(url, ',');
       options.backends.push_back(backend);
     }
     auto server = Server::Create(options);
@@ -180,6 +180,16 @@ class ServiceFixture : public ::testing::Test {
     return MetricValue(server_->metrics().Serialize(), name_with_labels);
   }
 
+  // Options of every backend StartServer configures. One request per row
+  // unless a test turns batching on, so request counts equal row counts.
+  static BackendOptions DefaultBackendOptions() {
+    BackendOptions backend;
+    backend.batching = BatchingMode::kOff;
+    backend.initial_backoff = absl::Milliseconds(10);
+    return backend;
+  }
+
+  BackendOptions backend_defaults_ = DefaultBackendOptions();
   std::unique_ptr<Server> server_;
   std::unique_ptr<v1::GenerationService::Stub> stub_;
 };

@@ -10,21 +10,29 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace sdg::llmsim {
 
 struct SimServer::Pending {
+  enum class State { kHeld, kWaitingForSlot, kInService, kTrickling, kDone };
+
   SimServer* server;
   evhttp_request* request;
   evhttp_connection* connection;
   event* timer;
   SimReply reply;
+  Fault fault = Fault::kNone;
+  State state = State::kHeld;
+  size_t bytes_sent = 0;  // of a slow body
   // evhttp does not read a connection while its request is being answered,
   // so it would not notice the client leaving; this watches the socket.
   event* peer_watch = nullptr;
@@ -91,7 +99,10 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
 
 SimServer::SimServer(const Options& options)
     : options_(options),
-      simulator_{options.model},
+      simulator_{options.model,
+                 options.mode == Mode::kVllm ? "vllm" : "llamacpp",
+                 options.mode == Mode::kVllm},
+      started_(std::chrono::steady_clock::now()),
       fault_random_(options.fault_seed) {}
 
 SimServer::~SimServer() {
@@ -121,83 +132,111 @@ void SimServer::OnRequest(evhttp_request* request, void* self) {
   static_cast<SimServer*>(self)->Handle(request);
 }
 
+int SimServer::Capacity() const {
+  return options_.mode == Mode::kLlamaCpp ? options_.slots : options_.capacity;
+}
+
 void SimServer::Handle(evhttp_request* request) {
-  std::string path =
-      evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request))
-          ? evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request))
-          : "";
+  const char* raw_path =
+      evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request));
+  std::string path = raw_path != nullptr ? raw_path : "";
   evhttp_cmd_type method = evhttp_request_get_command(request);
   evbuffer* input = evhttp_request_get_input_buffer(request);
   std::string body(evbuffer_get_length(input), '\0');
   evbuffer_copyout(input, body.data(), body.size());
 
-  SimReply reply;
-  bool simulated = false;
-  if (path == "/stats" && method == EVHTTP_REQ_GET) {
-    reply = {200, StatsJson(), 0};
-  } else if (path == "/health" && method == EVHTTP_REQ_GET) {
-    reply = {200, "{}", 0};
-  } else if (path == "/v1/models" && method == EVHTTP_REQ_GET) {
-    reply = simulator_.Models();
-  } else if (path == "/v1/completions" && method == EVHTTP_REQ_POST) {
-    reply = simulator_.Completions(body);
-    simulated = true;
-  } else if (path == "/v1/chat/completions" && method == EVHTTP_REQ_POST) {
-    reply = simulator_.ChatCompletions(body);
-    simulated = true;
-  } else {
-    reply = {404, ErrorBody(404, absl::StrCat("no route for ", path)), 0};
-  }
-  if (simulated) {
-    ++stats_.requests;
-    double draw = std::uniform_real_distribution<double>(0, 1)(fault_random_);
-    if (draw < options_.fail_rate) {
-      reply = {options_.fail_code,
-               ErrorBody(options_.fail_code, "simulated failure"), 0};
-      if (options_.retry_after_s > 0) {
-        evhttp_add_header(evhttp_request_get_output_headers(request),
-                          "Retry-After",
-                          std::to_string(options_.retry_after_s).c_str());
-      }
-    } else if (draw < options_.fail_rate + options_.hang_rate) {
-      ++stats_.hung;
-      ReplyLater(request, std::move(reply), std::nullopt);
-      return;
-    } else if (options_.latency_ms > 0) {
-      ReplyLater(request, std::move(reply), options_.latency_ms);
+  const bool generation =
+      method == EVHTTP_REQ_POST &&
+      (path == "/v1/completions" || path == "/v1/chat/completions");
+  if (!options_.api_key.empty() && (generation || path == "/v1/models")) {
+    const char* auth = evhttp_find_header(
+        evhttp_request_get_input_headers(request), "Authorization");
+    std::string given = auth != nullptr ? auth : "";
+    if (given != "Bearer " + options_.api_key) {
+      // As OpenAI does, the message shows the key it got.
+      absl::string_view key = given;
+      absl::ConsumePrefix(&key, "Bearer ");
+      Reply(request, 401,
+            ErrorBody(401, absl::StrCat("Incorrect API key provided: ", key)),
+            false);
       return;
     }
   }
-  ++stats_.in_flight;
-  stats_.max_in_flight = std::max(stats_.max_in_flight, stats_.in_flight);
-  stats_.prompts += reply.prompts;
-  Reply(request, reply.status, reply.body);
-}
-
-void SimServer::Reply(evhttp_request* request, int status,
-                      const std::string& body) {
-  --stats_.in_flight;
-  ++stats_.by_status[status];
-  evkeyvalq* headers = evhttp_request_get_output_headers(request);
-  evhttp_add_header(headers, "Content-Type", "application/json");
-  evbuffer* out = evbuffer_new();
-  evbuffer_add(out, body.data(), body.size());
-  evhttp_send_reply(request, status, status == 200 ? "OK" : "Error", out);
-  evbuffer_free(out);
-}
-
-void SimServer::ReplyLater(evhttp_request* request, SimReply reply,
-                           std::optional<int> latency_ms) {
-  ++stats_.in_flight;
-  stats_.max_in_flight = std::max(stats_.max_in_flight, stats_.in_flight);
-  auto* pending =
-      new Pending{this, request, evhttp_request_get_connection(request),
-                  nullptr, std::move(reply)};
-  pending->timer = evtimer_new(base_, &SimServer::OnTimer, pending);
-  if (latency_ms.has_value()) {  // otherwise it hangs until the client leaves
-    timeval delay{*latency_ms / 1000, (*latency_ms % 1000) * 1000};
-    evtimer_add(pending->timer, &delay);
+  if (generation) {
+    HandleGeneration(request, path == "/v1/completions"
+                                  ? simulator_.Completions(body)
+                                  : simulator_.ChatCompletions(body));
+    return;
   }
+  SimReply reply;
+  if (path == "/stats" && method == EVHTTP_REQ_GET) {
+    reply = {200, StatsJson()};
+  } else if (path == "/health" && method == EVHTTP_REQ_GET) {
+    reply = {200, "{}"};
+  } else if (path == "/v1/models" && method == EVHTTP_REQ_GET) {
+    reply = simulator_.Models();
+  } else if (path == "/props" && method == EVHTTP_REQ_GET &&
+             options_.mode == Mode::kLlamaCpp) {
+    reply = simulator_.Props(options_.slots);
+  } else {
+    reply = {404, ErrorBody(404, absl::StrCat("no route for ", path))};
+  }
+  Reply(request, reply.status, reply.body, false);
+}
+
+SimServer::Fault SimServer::DrawFault(evhttp_request* request,
+                                      SimReply& reply) {
+  double draw = std::uniform_real_distribution<double>(0, 1)(fault_random_);
+  double bound = options_.fail_rate;
+  if (draw < bound) {
+    reply = {options_.fail_code,
+             ErrorBody(options_.fail_code, "simulated failure")};
+    if (options_.retry_after_s > 0) {
+      evhttp_add_header(evhttp_request_get_output_headers(request),
+                        "Retry-After",
+                        std::to_string(options_.retry_after_s).c_str());
+    }
+    return Fault::kNone;
+  }
+  for (auto [rate, fault] :
+       {std::pair{options_.hang_rate, Fault::kHang},
+        std::pair{options_.reset_rate, Fault::kReset},
+        std::pair{options_.malformed_rate, Fault::kMalformed},
+        std::pair{options_.slow_body_rate, Fault::kSlowBody}}) {
+    bound += rate;
+    if (draw < bound) return fault;
+  }
+  return Fault::kNone;
+}
+
+void SimServer::HandleGeneration(evhttp_request* request, SimReply reply) {
+  ++stats_.requests;
+  if (stats_.arrivals_ms.size() < kMaxArrivals) {
+    stats_.arrivals_ms.push_back(
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - started_)
+            .count());
+  }
+  ++stats_.in_flight;
+  stats_.max_in_flight = std::max(stats_.max_in_flight, stats_.in_flight);
+  Fault fault = DrawFault(request, reply);
+  if (reply.status != 200) {  // a bad request or a simulated failure
+    Reply(request, reply.status, reply.body, true);
+    return;
+  }
+  if (Capacity() > 0 && in_service_ >= Capacity() && options_.busy_status > 0 &&
+      fault != Fault::kHang) {
+    Reply(
+        request, options_.busy_status,
+        ErrorBody(options_.busy_status, "all slots are busy; try again later"),
+        true);
+    return;
+  }
+
+  auto* pending = new Pending{
+      this,    request,          evhttp_request_get_connection(request),
+      nullptr, std::move(reply), fault};
+  pending->timer = evtimer_new(base_, &SimServer::OnTimer, pending);
   pending_[pending->connection].insert(pending);
   evhttp_connection_set_closecb(pending->connection,
                                 &SimServer::OnConnectionClosed, this);
@@ -206,6 +245,137 @@ void SimServer::ReplyLater(evhttp_request* request, SimReply reply,
   pending->peer_watch =
       event_new(base_, fd, EV_READ, &SimServer::OnPeerReadable, pending);
   event_add(pending->peer_watch, nullptr);
+
+  if (fault == Fault::kHang) {
+    ++stats_.hung;  // no timer: it waits until the client leaves
+    return;
+  }
+  Admit(pending);
+}
+
+void SimServer::Admit(Pending* pending) {
+  if (Capacity() > 0 && in_service_ >= Capacity()) {
+    pending->state = Pending::State::kWaitingForSlot;
+    waiting_for_slot_.push_back(pending);
+    ++stats_.queued;
+    stats_.max_queued = std::max(stats_.max_queued, stats_.queued);
+    return;
+  }
+  StartService(pending);
+}
+
+void SimServer::StartService(Pending* pending) {
+  pending->state = Pending::State::kInService;
+  ++in_service_;
+  int64_t ms = options_.latency_ms +
+               options_.ms_per_token * pending->reply.completion_tokens;
+  timeval delay{static_cast<time_t>(ms / 1000),
+                static_cast<suseconds_t>((ms % 1000) * 1000)};
+  evtimer_add(pending->timer, &delay);
+}
+
+void SimServer::EndService(Pending* pending) {
+  if (pending->state != Pending::State::kInService) return;
+  pending->state = Pending::State::kDone;
+  --in_service_;
+  if (!waiting_for_slot_.empty()) {
+    Pending* next = waiting_for_slot_.front();
+    waiting_for_slot_.pop_front();
+    --stats_.queued;
+    StartService(next);
+  }
+}
+
+void SimServer::OnTimer(int, short, void* arg) {
+  auto* pending = static_cast<Pending*>(arg);
+  if (pending->state == Pending::State::kTrickling) {
+    pending->server->SendNextSlowChunk(pending);
+  } else {
+    pending->server->Deliver(pending);
+  }
+}
+
+void SimServer::Deliver(Pending* pending) {
+  switch (pending->fault) {
+    case Fault::kReset:
+      ResetConnection(pending);
+      return;
+    case Fault::kMalformed:
+      ++stats_.malformed;
+      pending->reply.body = R"({"id":"cmpl-broken","choices":[{"text":"sim)";
+      break;
+    case Fault::kSlowBody: {
+      ++stats_.slow_bodies;
+      EndService(pending);
+      pending->state = Pending::State::kTrickling;
+      evkeyvalq* headers = evhttp_request_get_output_headers(pending->request);
+      evhttp_add_header(headers, "Content-Type", "application/json");
+      evhttp_send_reply_start(pending->request, 200, "OK");
+      SendNextSlowChunk(pending);
+      return;
+    }
+    case Fault::kNone:
+    case Fault::kHang:
+      break;
+  }
+  EndService(pending);
+  stats_.prompts += pending->reply.prompts;
+  evhttp_request* request = pending->request;
+  SimReply reply = std::move(pending->reply);
+  Forget(pending);
+  Reply(request, reply.status, reply.body, true);
+}
+
+void SimServer::SendNextSlowChunk(Pending* pending) {
+  constexpr size_t kChunks = 10;
+  const std::string& body = pending->reply.body;
+  size_t chunk = (body.size() + kChunks - 1) / kChunks;
+  size_t offset = pending->bytes_sent;
+  if (offset < body.size()) {
+    size_t size = std::min(chunk, body.size() - offset);
+    evbuffer* out = evbuffer_new();
+    evbuffer_add(out, body.data() + offset, size);
+    evhttp_send_reply_chunk(pending->request, out);
+    evbuffer_free(out);
+    pending->bytes_sent += size;
+  }
+  if (pending->bytes_sent >= body.size()) {
+    stats_.prompts += pending->reply.prompts;
+    --stats_.in_flight;
+    ++stats_.by_status[200];
+    evhttp_request* request = pending->request;
+    Forget(pending);
+    evhttp_send_reply_end(request);
+    return;
+  }
+  int ms = options_.slow_body_ms / static_cast<int>(kChunks);
+  timeval delay{ms / 1000, (ms % 1000) * 1000};
+  evtimer_add(pending->timer, &delay);
+}
+
+void SimServer::ResetConnection(Pending* pending) {
+  ++stats_.resets;
+  --stats_.in_flight;
+  EndService(pending);
+  evhttp_connection* connection = pending->connection;
+  int fd = bufferevent_getfd(evhttp_connection_get_bufferevent(connection));
+  // Headers promising more body than is sent, then the connection closes.
+  std::string partial =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+      "Content-Length: 4096\r\n\r\n{\"id\":\"cmpl-reset\",\"choi";
+  (void)!write(fd, partial.data(), partial.size());
+  Forget(pending);
+  DropPending(connection);
+  evhttp_connection_free(connection);
+}
+
+void SimServer::Forget(Pending* pending) {
+  auto it = pending_.find(pending->connection);
+  if (it != pending_.end()) {
+    it->second.erase(pending);
+    if (it->second.empty()) pending_.erase(it);
+  }
+  delete pending;
 }
 
 void SimServer::OnPeerReadable(int fd, short, void* arg) {
@@ -226,19 +396,15 @@ void SimServer::DropPending(evhttp_connection* connection) {
   for (Pending* pending : it->second) {
     ++stats_.closed_by_client;
     --stats_.in_flight;
+    if (pending->state == Pending::State::kWaitingForSlot) {
+      waiting_for_slot_.erase(std::find(waiting_for_slot_.begin(),
+                                        waiting_for_slot_.end(), pending));
+      --stats_.queued;
+    }
+    EndService(pending);
     delete pending;  // evhttp frees the request with its connection
   }
   pending_.erase(it);
-}
-void SimServer::OnTimer(int, short, void* arg) {
-  auto* pending = static_cast<Pending*>(arg);
-  SimServer* self = pending->server;
-  auto it = self->pending_.find(pending->connection);
-  it->second.erase(pending);
-  if (it->second.empty()) self->pending_.erase(it);
-  self->stats_.prompts += pending->reply.prompts;
-  self->Reply(pending->request, pending->reply.status, pending->reply.body);
-  delete pending;
 }
 
 void SimServer::OnConnectionClosed(evhttp_connection* connection, void* arg) {
@@ -246,11 +412,28 @@ void SimServer::OnConnectionClosed(evhttp_connection* connection, void* arg) {
   auto it = self->pending_.find(connection);
   if (it == self->pending_.end()) return;
   // libevent detached these requests from the dead connection; sending a
-  // reply frees them.
+  // reply frees them. A reply already started is freed by libevent.
   for (Pending* pending : it->second) {
-    evhttp_send_reply(pending->request, 499, "Client Closed Request", nullptr);
+    if (pending->state != Pending::State::kTrickling) {
+      evhttp_send_reply(pending->request, 499, "Client Closed Request",
+                        nullptr);
+    }
   }
   self->DropPending(connection);
+}
+
+void SimServer::Reply(evhttp_request* request, int status,
+                      const std::string& body, bool generation) {
+  if (generation) {
+    --stats_.in_flight;
+    ++stats_.by_status[status];
+  }
+  evkeyvalq* headers = evhttp_request_get_output_headers(request);
+  evhttp_add_header(headers, "Content-Type", "application/json");
+  evbuffer* out = evbuffer_new();
+  evbuffer_add(out, body.data(), body.size());
+  evhttp_send_reply(request, status, status == 200 ? "OK" : "Error", out);
+  evbuffer_free(out);
 }
 
 std::string SimServer::StatsJson() const {
@@ -262,9 +445,15 @@ std::string SimServer::StatsJson() const {
                         {"by_status", by_status},
                         {"in_flight", stats_.in_flight},
                         {"max_in_flight", stats_.max_in_flight},
+                        {"queued", stats_.queued},
+                        {"max_queued", stats_.max_queued},
                         {"prompts", stats_.prompts},
                         {"closed_by_client", stats_.closed_by_client},
-                        {"hung", stats_.hung}}
+                        {"hung", stats_.hung},
+                        {"resets", stats_.resets},
+                        {"malformed", stats_.malformed},
+                        {"slow_bodies", stats_.slow_bodies},
+                        {"arrivals_ms", stats_.arrivals_ms}}
       .dump();
 }
 

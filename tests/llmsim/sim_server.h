@@ -1,15 +1,24 @@
 // llmsim's HTTP server: one libevent loop, any number of keep-alive
 // connections, replies delayed by a timer (never a sleeping thread), so
 // hundreds of slow requests cost nothing.
+//
+// It imitates vLLM (prompt lists, n) or llama.cpp (one prompt per request,
+// /props with total_slots, a fixed number of slots), a server that saturates
+// (`capacity`: beyond it requests queue and latency grows), and the faults
+// backends show in production, each drawn per request with a seeded
+// generator so that a run is reproducible.
 #ifndef SDG_TESTS_LLMSIM_SIM_SERVER_H_
 #define SDG_TESTS_LLMSIM_SIM_SERVER_H_
 
+#include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tests/llmsim/simulator.h"
@@ -22,18 +31,36 @@ struct evhttp_request;
 
 namespace sdg::llmsim {
 
+enum class Mode { kVllm, kLlamaCpp };
+
 class SimServer {
  public:
   struct Options {
     std::string listen = "127.0.0.1:0";
     std::string model = "sim-model";
+    Mode mode = Mode::kVllm;
+    // llama.cpp mode: the slots /props reports, which is also the capacity.
+    int slots = 1;
+    // With every slot busy, answer this status at once (llama-cpp-python's
+    // 503) instead of queueing (llama.cpp server). 0: queue.
+    int busy_status = 0;
+    // Requests served at once; more wait in a FIFO queue. 0: no limit.
+    int capacity = 0;
+    // Service time: latency_ms + ms_per_token × generated tokens.
     int latency_ms = 0;
-    // Faults, drawn per generation request in arrival order from a generator
-    // seeded with fault_seed, so a run is reproducible.
+    int ms_per_token = 0;
+    // Requests must carry "Authorization: Bearer <api_key>" when set.
+    std::string api_key;
+
+    // Faults: one draw per generation request decides at most one.
     double fail_rate = 0;  // answer fail_code at once
     int fail_code = 503;
-    int retry_after_s = 0;  // sent with failures when > 0
-    double hang_rate = 0;   // never answer
+    int retry_after_s = 0;      // sent with failures when > 0
+    double hang_rate = 0;       // never answer
+    double reset_rate = 0;      // close the connection mid-response
+    double malformed_rate = 0;  // 200 with a body that is not JSON
+    double slow_body_rate = 0;  // the body trickles out over slow_body_ms
+    int slow_body_ms = 1000;
     uint64_t fault_seed = 1;
   };
 
@@ -49,34 +76,57 @@ class SimServer {
   void Stop();
 
  private:
+  enum class Fault { kNone, kHang, kReset, kMalformed, kSlowBody };
   struct Pending;
   struct Stats {
     int64_t requests = 0;  // generation requests (completions and chat)
     std::map<int, int64_t> by_status;
-    int64_t in_flight = 0;
+    int64_t in_flight = 0;  // generation requests not yet answered
     int64_t max_in_flight = 0;
+    int64_t queued = 0;  // waiting for a slot (capacity)
+    int64_t max_queued = 0;
     int64_t prompts = 0;
     int64_t closed_by_client = 0;  // connections closed before the reply
     int64_t hung = 0;              // requests chosen to never be answered
+    int64_t resets = 0;
+    int64_t malformed = 0;
+    int64_t slow_bodies = 0;
+    // Milliseconds since start at which generation requests arrived (the
+    // first kMaxArrivals).
+    std::vector<int64_t> arrivals_ms;
   };
+  static constexpr size_t kMaxArrivals = 10000;
 
   explicit SimServer(const Options& options);
   static void OnRequest(evhttp_request* request, void* self);
   static void OnTimer(int fd, short what, void* pending);
   static void OnConnectionClosed(evhttp_connection* connection, void* self);
   static void OnPeerReadable(int fd, short what, void* pending);
-  // Frees the delayed replies of a connection whose client went away.
-  void DropPending(evhttp_connection* connection);
   static void OnSignal(int fd, short what, void* self);
 
   void Handle(evhttp_request* request);
-  void Reply(evhttp_request* request, int status, const std::string& body);
-  void ReplyLater(evhttp_request* request, SimReply reply,
-                  std::optional<int> latency_ms);
+  void HandleGeneration(evhttp_request* request, SimReply reply);
+  Fault DrawFault(evhttp_request* request, SimReply& reply);
+  // Starts serving `pending` if a slot is free; otherwise it waits.
+  void Admit(Pending* pending);
+  void StartService(Pending* pending);
+  // A slot freed: the longest-waiting request takes it.
+  void EndService(Pending* pending);
+  void Deliver(Pending* pending);
+  void SendNextSlowChunk(Pending* pending);
+  void ResetConnection(Pending* pending);
+  // Removes `pending` from its connection's set and frees it.
+  void Forget(Pending* pending);
+  // Frees the delayed replies of a connection whose client went away.
+  void DropPending(evhttp_connection* connection);
+  void Reply(evhttp_request* request, int status, const std::string& body,
+             bool generation);
   std::string StatsJson() const;
+  int Capacity() const;
 
   const Options options_;
   const Simulator simulator_;
+  const std::chrono::steady_clock::time_point started_;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   event* sigint_ = nullptr;
@@ -84,7 +134,9 @@ class SimServer {
   int port_ = 0;
   Stats stats_;
   std::mt19937_64 fault_random_;
-  // Delayed replies by connection, so a closed connection frees its own.
+  int in_service_ = 0;
+  std::deque<Pending*> waiting_for_slot_;
+  // Replies not yet sent, by connection, so a closed connection frees its own.
   std::map<evhttp_connection*, std::set<Pending*>> pending_;
 };
 

@@ -122,7 +122,7 @@ SimReply Simulator::Models() const {
                {"data", json::array({{{"id", model},
                                       {"object", "model"},
                                       {"created", 0},
-                                      {"owned_by", "vllm"},
+                                      {"owned_by", owned_by},
                                       {"root", model},
                                       {"max_model_len", 4096}}})}};
   return SimReply{200, Dump(body), 0};
@@ -138,6 +138,9 @@ SimReply Simulator::Completions(absl::string_view request_body) const {
   if (prompt == request.end()) return Error(400, "\"prompt\" is required");
   if (prompt->is_string()) {
     prompts.push_back(prompt->get<std::string>());
+  } else if (prompt->is_array() && prompt->size() > 1 &&
+             !accepts_prompt_lists) {
+    return Error(400, "this server takes one prompt per request, not a list");
   } else if (prompt->is_array() && !prompt->empty()) {
     for (const json& item : *prompt) {
       if (!item.is_string()) {
@@ -172,7 +175,15 @@ SimReply Simulator::Completions(absl::string_view request_body) const {
                {"model", model},
                {"choices", std::move(choices)},
                {"usage", Usage(prompt_tokens, completion_tokens)}};
-  return SimReply{200, Dump(body), static_cast<int64_t>(prompts.size())};
+  return SimReply{200, Dump(body), static_cast<int64_t>(prompts.size()),
+                  completion_tokens};
+}
+
+SimReply Simulator::Props(int total_slots) const {
+  json body = {{"total_slots", total_slots},
+               {"model_path", model},
+               {"default_generation_settings", {{"n_ctx", 4096}}}};
+  return SimReply{200, Dump(body), 0};
 }
 
 SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
@@ -220,7 +231,7 @@ SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
                {"model", model},
                {"choices", std::move(choices)},
                {"usage", Usage(prompt_tokens, completion_tokens)}};
-  return SimReply{200, Dump(body), 1};
+  return SimReply{200, Dump(body), 1, completion_tokens};
 }
 
 }  // namespace sdg::llmsim

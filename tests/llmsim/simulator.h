@@ -16,13 +16,19 @@ namespace sdg::llmsim {
 struct SimReply {
   int status = 200;
   std::string body;
-  int64_t prompts = 0;  // prompts answered, for /stats
+  int64_t prompts = 0;            // prompts answered, for /stats
+  int64_t completion_tokens = 0;  // for --ms_per_token
 };
 
 struct Simulator {
   std::string model;
+  // vLLM: "vllm" and prompt lists; llama.cpp: "llamacpp" and one prompt.
+  std::string owned_by = "vllm";
+  bool accepts_prompt_lists = true;
 
   SimReply Models() const;
+  // llama.cpp's GET /props.
+  SimReply Props(int total_slots) const;
   SimReply Completions(absl::string_view request_body) const;
   SimReply ChatCompletions(absl::string_view request_body) const;
 };
