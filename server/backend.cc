@@ -302,17 +302,6 @@ void Backend::Dispatch(Completions& out) {
     CallId id = queued_.front();
     int endpoint = PickEndpoint(calls_.at(id).last_failed_endpoint, now);
     if (endpoint == kNoEndpointFree) return;
-    if (endpoint == kAllEjected) {
-      // Nothing to send to: every queued call loses an attempt and backs off.
-      std::deque<CallId> queued;
-      queued.swap(queued_);
-      const absl::Status status = absl::UnavailableError(AllEjectedMessage());
-      for (CallId failed : queued) {
-        ++calls_.at(failed).attempts;
-        RetryOrFinish(failed, status, true, std::nullopt, "no_endpoint", out);
-      }
-      return;
-    }
     queued_.pop_front();
     Send(id, endpoint);
   }
@@ -320,13 +309,11 @@ void Backend::Dispatch(Completions& out) {
 
 int Backend::PickEndpoint(int avoid, absl::Time now) {
   int best = -1;
-  bool any_usable = false;
   const size_t count = endpoints_.size();
   for (size_t i = 0; i < count; ++i) {
     int index = static_cast<int>((next_endpoint_ + i) % count);
     const Endpoint& endpoint = endpoints_[index];
     if (endpoint.ejected && now < endpoint.ejected_until) continue;
-    any_usable = true;
     // An ejected endpoint past its cool-down gets one trial request.
     int room =
         (endpoint.ejected ? 1 : endpoint.limit.limit()) - endpoint.in_flight;
@@ -336,7 +323,6 @@ int Backend::PickEndpoint(int avoid, absl::Time now) {
       best = index;
     }
   }
-  if (!any_usable) return kAllEjected;
   if (best < 0) return kNoEndpointFree;
   next_endpoint_ = (best + 1) % count;
   return best;
@@ -432,8 +418,14 @@ void Backend::RecordEndpointOutcome(Endpoint& endpoint,
                             ? absl::StrCat("HTTP ", response.http_code)
                             : std::string(Redact(response.transport).message());
   ++endpoint.consecutive_failures;
+  const int in_rotation = static_cast<int>(
+      std::count_if(endpoints_.begin(), endpoints_.end(),
+                    [](const Endpoint& e) { return !e.ejected; }));
+  // As Envoy's outlier detection: the last endpoint in rotation stays, so
+  // one flaky server is retried rather than shut off.
   if (endpoint.ejected ||
-      endpoint.consecutive_failures >= options_.eject_after_failures) {
+      (endpoint.consecutive_failures >= options_.eject_after_failures &&
+       in_rotation > 1)) {
     if (!endpoint.ejected) {
       metrics_.BackendEndpointsEjected(options_.name, 1);
     }
@@ -453,6 +445,10 @@ void Backend::RetryOrFinish(CallId id, absl::Status status, bool retryable,
                             const std::string& reason, Completions& out) {
   Call& call = calls_.at(id);
   if (!retryable || call.attempts >= options_.max_attempts) {
+    if (retryable && EveryEndpointFailing()) {
+      status = absl::UnavailableError(absl::StrCat(
+          EveryEndpointFailingMessage(), "; last error: ", status.message()));
+    }
     Finish(id, {Redact(status), "", call.attempts}, out);
     return;
   }
@@ -509,15 +505,23 @@ void Backend::RunCompletions(Completions& completions) {
   for (auto& [done, reply] : completions) done(std::move(reply));
 }
 
-std::string Backend::AllEjectedMessage() const {
+bool Backend::EveryEndpointFailing() const {
+  return endpoints_.size() > 1 &&
+         std::all_of(endpoints_.begin(), endpoints_.end(),
+                     [](const Endpoint& endpoint) {
+                       return endpoint.consecutive_failures > 0;
+                     });
+}
+
+std::string Backend::EveryEndpointFailingMessage() const {
   std::vector<std::string> parts;
   for (const Endpoint& endpoint : endpoints_) {
-    parts.push_back(
-        absl::StrCat(endpoint.base_url, " (", endpoint.last_error, ")"));
+    parts.push_back(absl::StrCat(endpoint.base_url,
+                                 endpoint.ejected ? " (ejected, " : " (",
+                                 endpoint.last_error, ")"));
   }
-  return absl::StrCat(
-      "every endpoint of backend \"", options_.name,
-      "\" failed repeatedly and is cooling down: ", absl::StrJoin(parts, ", "));
+  return absl::StrCat("every endpoint of backend \"", options_.name,
+                      "\" is failing: ", absl::StrJoin(parts, ", "));
 }
 
 void Backend::ReportLimit() {

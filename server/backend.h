@@ -50,7 +50,8 @@ struct BackendOptions {
   absl::Duration max_retry_after = absl::Seconds(120);
   // An endpoint failing this many times in a row (connection errors,
   // timeouts, 5xx) gets no requests for `eject_cooldown`; then one trial
-  // request decides whether it is back.
+  // request decides whether it is back. The last endpoint in rotation is
+  // never ejected.
   int eject_after_failures = 5;
   absl::Duration eject_cooldown = absl::Seconds(10);
   absl::Duration detect_timeout = absl::Seconds(10);
@@ -128,7 +129,6 @@ class Backend {
   using Completions = std::vector<std::pair<Done, BackendReply>>;
 
   static constexpr int kNoEndpointFree = -1;
-  static constexpr int kAllEjected = -2;
 
   void StartDetection() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnDetectReply(int endpoint, bool is_models, HttpResponse response);
@@ -154,7 +154,10 @@ class Backend {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finish(CallId id, BackendReply reply, Completions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string AllEjectedMessage() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pool whose every endpoint failed its last request.
+  bool EveryEndpointFailing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string EveryEndpointFailingMessage() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The API key never leaves sdgd, even when a backend echoes it.
   absl::Status Redact(const absl::Status& status) const;
