@@ -283,3 +283,49 @@ TEST_F(EndToEndTest, SigtermStopsTheServerWithExitCodeZero) {
 
 }  // namespace
 }  // namespace sdg::testing
+
+namespace sdg::testing {
+namespace {
+
+// The API key reaches the backend and nowhere else: not the log (at debug),
+// the error file, the events sdgctl prints, or /metrics, even when the
+// backend quotes a wrong key back in its 401.
+TEST_F(EndToEndTest, ApiKeyIsSentButNeverShown) {
+  const std::string key = "sk-e2e-0f1e2d3c4b5a6978";
+  const std::string wrong = "sk-e2e-wrong-8877665544";
+  std::string key_file = ::testing::TempDir() + "/sim.key";
+  std::string wrong_file = ::testing::TempDir() + "/wrong.key";
+  WriteFile(key_file, key + "\n");
+  WriteFile(wrong_file, wrong + "\n");
+  StackOptions options;
+  options.llmsim_args = {"--api_key=" + key};
+  options.llmsim_aliases = {"wrong"};  // the same llmsim, the wrong key
+  options.sdgd_args = {"--log_level=debug",
+                       "--backend_api_key_file=sim=" + key_file,
+                       "--backend_api_key_file=wrong=" + wrong_file};
+  Start(options);
+  std::string in = WriteDataset(4);
+  CommandResult ok =
+      stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(),
+                      "--model=m", "--template={{question}}"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  auto stats = json::parse(stack_->LlmsimStats());
+  EXPECT_EQ(stats["by_status"].value("200", 0), 1);  // one batched request
+
+  CommandResult failed = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--backend=wrong"});
+  EXPECT_EQ(failed.exit_code, 1) << failed.err;
+  std::string errors = ReadFile(Out() + ".errors.jsonl");
+  EXPECT_THAT(errors, HasSubstr("[redacted API key]"));
+  auto scrape = HttpGet(stack_->metrics_url());
+  ASSERT_TRUE(scrape.ok());
+  for (const std::string& text :
+       {stack_->SdgdLog(), errors, failed.err, failed.out, *scrape}) {
+    EXPECT_THAT(text, ::testing::Not(HasSubstr(key)));
+    EXPECT_THAT(text, ::testing::Not(HasSubstr(wrong)));
+  }
+}
+
+}  // namespace
+}  // namespace sdg::testing

@@ -32,6 +32,10 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
   for (const std::string& extra : options.extra_backends) {
     sdgd.push_back("--backend=" + extra);
   }
+  for (const std::string& alias : options.llmsim_aliases) {
+    sdgd.push_back(
+        absl::StrCat("--backend=", alias, "=", stack->llmsim_url(), "/v1"));
+  }
   sdgd.insert(sdgd.end(), options.sdgd_args.begin(), options.sdgd_args.end());
   auto server = Subprocess::Start(sdgd, stack->dir_ + "/sdgd.log");
   if (!server.ok()) return server.status();

@@ -17,6 +17,8 @@ struct StackOptions {
   std::vector<std::string> sdgd_args;    // beyond --listen and --backend
   // Extra backends for sdgd, as NAME=URL; the llmsim one is "sim".
   std::vector<std::string> extra_backends;
+  // More backend names for the same llmsim (e.g. with other flags).
+  std::vector<std::string> llmsim_aliases;
 };
 
 class Stack {
