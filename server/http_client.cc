@@ -2,6 +2,9 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -18,8 +21,8 @@ using CurlHandle = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
 using CurlHeaders = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
 
 struct HttpClient::Transfer {
-  Transfer()
-      : easy(curl_easy_init(), &curl_easy_cleanup),
+  explicit Transfer(CURL* handle)
+      : easy(handle, &curl_easy_cleanup),
         headers(nullptr, &curl_slist_free_all) {}
 
   RequestId id = 0;
@@ -79,11 +82,32 @@ absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
     const Options& options) {
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
-  return std::unique_ptr<HttpClient>(new HttpClient(options, multi));
+  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.fd = wake_fd;
+  if (epoll_fd < 0 || wake_fd < 0 ||
+      epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &wake) != 0) {
+    if (epoll_fd >= 0) close(epoll_fd);
+    if (wake_fd >= 0) close(wake_fd);
+    curl_multi_cleanup(multi);
+    return absl::InternalError("cannot set up epoll for the HTTP client");
+  }
+  return std::unique_ptr<HttpClient>(
+      new HttpClient(options, multi, epoll_fd, wake_fd));
 }
 
-HttpClient::HttpClient(const Options& options, CURLM* multi)
-    : options_(options), multi_(multi) {
+HttpClient::HttpClient(const Options& options, CURLM* multi, int epoll_fd,
+                       int wake_fd)
+    : options_(options), multi_(multi), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {
+  // libcurl says which sockets to watch and when its next timeout is; the
+  // loop waits on epoll and tells libcurl only about sockets that are ready,
+  // so the cost of a wakeup does not grow with the requests in flight.
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
   loop_ = std::thread([this] { Loop(); });
   pthread_setname_np(loop_.native_handle(), "sdg-http");
 }
@@ -93,9 +117,42 @@ HttpClient::~HttpClient() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  curl_multi_wakeup(multi_);
+  Wake();
   loop_.join();
+  for (CURL* handle : idle_handles_) curl_easy_cleanup(handle);
   curl_multi_cleanup(multi_);
+  close(epoll_fd_);
+  close(wake_fd_);
+}
+
+void HttpClient::Wake() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+int HttpClient::OnSocket(CURL*, curl_socket_t socket, int what, void* self,
+                         void*) {
+  int epoll_fd = static_cast<HttpClient*>(self)->epoll_fd_;
+  if (what == CURL_POLL_REMOVE) {
+    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, socket, nullptr);
+    return 0;
+  }
+  epoll_event event{};
+  event.data.fd = socket;
+  event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
+                 ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_MOD, socket, &event) != 0 &&
+      errno == ENOENT) {
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, socket, &event);
+  }
+  return 0;
+}
+
+int HttpClient::OnTimer(CURLM*, long timeout_ms, void* self) {
+  static_cast<HttpClient*>(self)->curl_deadline_ =
+      timeout_ms < 0 ? absl::InfiniteFuture()
+                     : absl::Now() + absl::Milliseconds(timeout_ms);
+  return 0;
 }
 
 HttpClient::RequestId HttpClient::Start(HttpRequest request,
@@ -112,22 +169,27 @@ HttpClient::RequestId HttpClient::Wait(absl::Duration delay,
 
 HttpClient::RequestId HttpClient::Enqueue(Pending pending) {
   RequestId id;
+  bool wake;
   {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
     pending.id = id;
+    // The loop takes the whole queue at once: one wakeup per batch.
+    wake = to_start_.empty();
     to_start_.push_back(std::move(pending));
   }
-  curl_multi_wakeup(multi_);
+  if (wake) Wake();
   return id;
 }
 
 void HttpClient::Cancel(RequestId id) {
+  bool wake;
   {
     absl::MutexLock lock(&mu_);
+    wake = to_cancel_.empty();
     to_cancel_.push_back(id);
   }
-  curl_multi_wakeup(multi_);
+  if (wake) Wake();
 }
 
 void HttpClient::Launch(Pending pending) {
@@ -135,7 +197,14 @@ void HttpClient::Launch(Pending pending) {
     pending.done(HttpResponse{});
     return;
   }
-  auto transfer = std::make_unique<Transfer>();
+  CURL* handle = nullptr;
+  if (idle_handles_.empty()) {
+    handle = curl_easy_init();
+  } else {
+    handle = idle_handles_.back();
+    idle_handles_.pop_back();
+  }
+  auto transfer = std::make_unique<Transfer>(handle);
   transfer->id = pending.id;
   transfer->request = std::move(pending.request);
   transfer->done = std::move(pending.done);
@@ -210,6 +279,11 @@ void HttpClient::Complete(RequestId id, HttpResponse response) {
   std::unique_ptr<Transfer> transfer = std::move(it->second);
   transfers_.erase(it);
   curl_multi_remove_handle(multi_, transfer->easy.get());
+  // Reused: a fresh easy handle per request costs allocations and setup.
+  if (idle_handles_.size() < kMaxIdleHandles) {
+    curl_easy_reset(transfer->easy.get());
+    idle_handles_.push_back(transfer->easy.release());
+  }
   response.elapsed = absl::Now() - transfer->started;
   transfer->done(std::move(response));
 }
@@ -239,14 +313,18 @@ void HttpClient::CompleteFinishedTransfers() {
 
 int HttpClient::PollTimeoutMs() const {
   constexpr int kIdleMs = 1000;
-  if (wake_times_.empty()) return kIdleMs;
-  absl::Duration until = wake_times_.top().start_at - absl::Now();
+  absl::Time next = curl_deadline_;
+  if (!wake_times_.empty()) next = std::min(next, wake_times_.top().start_at);
+  if (next == absl::InfiniteFuture()) return kIdleMs;
+  absl::Duration until = next - absl::Now();
   return static_cast<int>(std::clamp<int64_t>(
       absl::ToInt64Milliseconds(absl::Ceil(until, absl::Milliseconds(1))), 0,
       kIdleMs));
 }
 
 void HttpClient::Loop() {
+  constexpr int kMaxEvents = 256;
+  epoll_event events[kMaxEvents];
   while (true) {
     std::vector<Pending> to_start;
     std::vector<RequestId> to_cancel;
@@ -283,10 +361,25 @@ void HttpClient::Loop() {
       Launch(std::move(pending));
     }
 
+    int ready = epoll_wait(epoll_fd_, events, kMaxEvents, PollTimeoutMs());
     int running = 0;
-    curl_multi_perform(multi_, &running);
+    for (int i = 0; i < ready; ++i) {
+      if (events[i].data.fd == wake_fd_) {
+        uint64_t count;
+        (void)!read(wake_fd_, &count, sizeof(count));
+        continue;
+      }
+      int flags = 0;
+      if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
+      if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+      if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
+      curl_multi_socket_action(multi_, events[i].data.fd, flags, &running);
+    }
+    if (absl::Now() >= curl_deadline_) {
+      curl_deadline_ = absl::InfiniteFuture();  // OnTimer may set it again
+      curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    }
     CompleteFinishedTransfers();
-    curl_multi_poll(multi_, nullptr, 0, PollTimeoutMs(), nullptr);
   }
 
   // Shutting down: nothing may be left waiting for a callback.

@@ -1,6 +1,7 @@
-// An HTTP/1.1 client on one libcurl multi event loop: one thread drives every
-// transfer, connections are kept alive and reused across requests and jobs,
-// and a request can be cancelled at once from any thread.
+// An HTTP/1.1 client on one libcurl multi event loop (curl_multi_socket_action
+// on epoll): one thread drives every transfer, connections are kept alive and
+// reused across requests and jobs, and a request can be cancelled at once from
+// any thread.
 #ifndef SDG_SERVER_HTTP_CLIENT_H_
 #define SDG_SERVER_HTTP_CLIENT_H_
 
@@ -20,6 +21,8 @@
 #include "absl/time/time.h"
 
 typedef void CURLM;
+typedef void CURL;
+typedef int curl_socket_t;
 
 namespace sdg {
 
@@ -91,8 +94,13 @@ class HttpClient {
     }
   };
 
-  HttpClient(const Options& options, CURLM* multi);
+  HttpClient(const Options& options, CURLM* multi, int epoll_fd, int wake_fd);
   void Loop();
+  void Wake();
+  // libcurl's socket and timer callbacks (curl_multi_socket_action).
+  static int OnSocket(CURL* easy, curl_socket_t socket, int what, void* self,
+                      void* socket_data);
+  static int OnTimer(CURLM* multi, long timeout_ms, void* self);
   // Loop-thread helpers.
   RequestId Enqueue(Pending pending);
   void Launch(Pending pending);
@@ -102,6 +110,8 @@ class HttpClient {
 
   const Options options_;
   CURLM* const multi_;
+  const int epoll_fd_;
+  const int wake_fd_;  // an eventfd: Start and Cancel wake the loop
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -114,6 +124,9 @@ class HttpClient {
   absl::flat_hash_map<RequestId, Pending> waiting_;  // for their start_delay
   std::priority_queue<Delayed, std::vector<Delayed>, std::greater<>>
       wake_times_;
+  absl::Time curl_deadline_ = absl::InfiniteFuture();  // from OnTimer
+  static constexpr size_t kMaxIdleHandles = 1024;
+  std::vector<CURL*> idle_handles_;  // easy handles to reuse
 
   std::thread loop_;
 };

@@ -69,7 +69,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
         absl::StrCat("cannot listen on ", opts.listen,
                      " (is the port in use? set --listen)"));
   }
-  server->grpc_server_->GetHealthCheckService()->SetServingStatus(true);
+  grpc::HealthCheckServiceInterface* health =
+      server->grpc_server_->GetHealthCheckService();
+  for (const char* service : {"", kServiceName, kLivenessService}) {
+    health->SetServingStatus(service, true);
+  }
   return server;
 }
 
@@ -83,7 +87,11 @@ void Server::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   Log(LogLevel::kInfo, "shutdown: draining",
       {{"grace_s", absl::ToDoubleSeconds(grace)}});
-  grpc_server_->GetHealthCheckService()->SetServingStatus(false);
+  // Readiness fails so that load balancers stop sending jobs; liveness
+  // holds, so that an orchestrator lets the drain finish.
+  for (const char* service : {"", kServiceName}) {
+    grpc_server_->GetHealthCheckService()->SetServingStatus(service, false);
+  }
   service_->StartDraining();
   if (!service_->AwaitJobsFinished(absl::Now() + grace)) {
     Log(LogLevel::kWarning, "shutdown: grace period ended, cancelling jobs");

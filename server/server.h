@@ -22,6 +22,11 @@
 
 namespace sdg {
 
+// Health service names: "" and kServiceName turn NOT_SERVING when shutdown
+// starts (readiness); kLivenessService stays SERVING until the process ends.
+inline constexpr char kServiceName[] = "sdg.v1.GenerationService";
+inline constexpr char kLivenessService[] = "liveness";
+
 struct ServerOptions {
   std::string listen = "0.0.0.0:50051";
   std::string metrics_listen = "0.0.0.0:9464";

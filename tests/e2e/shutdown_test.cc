@@ -54,12 +54,16 @@ class ShutdownTest : public ::testing::Test {
     return ReadFile(stack_->dir() + "/" + name + ".stderr");
   }
 
-  grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
+  // The status of `service` ("": the server; "liveness").
+  grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+      const std::string& service = "") {
     auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
         stack_->address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
     grpc::health::v1::HealthCheckResponse response;
-    if (!stub->Check(&context, {}, &response).ok()) {
+    if (!stub->Check(&context, request, &response).ok()) {
       return grpc::health::v1::HealthCheckResponse::UNKNOWN;
     }
     return response.status();
@@ -109,6 +113,10 @@ TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
   ASSERT_TRUE(Eventually([&] {
     return Health() == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
   }));
+  EXPECT_EQ(Health("sdg.v1.GenerationService"),
+            grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  // Kubernetes' liveness probe must not kill a draining server.
+  EXPECT_EQ(Health("liveness"), grpc::health::v1::HealthCheckResponse::SERVING);
 
   CommandResult refused =
       stack_->Sdgctl({"generate", "--input=" + Input(),

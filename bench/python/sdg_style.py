@@ -1,0 +1,82 @@
+"""InstructLab SDG's way of calling a backend, as a reference for sdgd.
+
+LLMBlock cuts the dataset into shards of batch_size rows and maps them over a
+ThreadPoolExecutor of num_workers threads; each shard calls one shared
+OpenAI client (httpx underneath) either once with the list of prompts
+(completions against a server that takes lists) or once per row, one after
+the other (chat). This reproduces that call pattern with httpx directly,
+with openai-python's connection limits.
+
+Prints one JSON line: rows, seconds, rows_per_s, cpu_s.
+"""
+import argparse
+import concurrent.futures
+import json
+import resource
+import time
+
+import httpx
+
+
+def render(rows, template):
+    return [template.replace("{{question}}", row["question"]) for row in rows]
+
+
+def run_shard(client, args, prompts):
+    if args.api == "completions" and args.batched:
+        body = {"model": args.model, "prompt": prompts, "max_tokens": 16}
+        reply = client.post(args.url + "/completions", json=body)
+        reply.raise_for_status()
+        choices = reply.json()["choices"]
+        assert len(choices) == len(prompts)
+        return [c["text"] for c in sorted(choices, key=lambda c: c["index"])]
+    outputs = []
+    for prompt in prompts:
+        if args.api == "chat":
+            body = {"model": args.model, "max_tokens": 16,
+                    "messages": [{"role": "user", "content": prompt}]}
+            reply = client.post(args.url + "/chat/completions", json=body)
+            reply.raise_for_status()
+            outputs.append(reply.json()["choices"][0]["message"]["content"])
+        else:
+            body = {"model": args.model, "prompt": prompt, "max_tokens": 16}
+            reply = client.post(args.url + "/completions", json=body)
+            reply.raise_for_status()
+            outputs.append(reply.json()["choices"][0]["text"])
+    return outputs
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True, help="base URL ending in /v1")
+    parser.add_argument("--input", required=True, help="JSON lines")
+    parser.add_argument("--model", default="m")
+    parser.add_argument("--api", choices=["chat", "completions"], default="chat")
+    parser.add_argument("--batched", action="store_true")
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--num_workers", type=int, default=32)
+    args = parser.parse_args()
+
+    with open(args.input) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    prompts = render(rows, "Answer briefly. {{question}}")
+    shards = [prompts[i:i + args.batch_size]
+              for i in range(0, len(prompts), args.batch_size)]
+    # openai-python's defaults: 1000 connections, 100 kept alive.
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.monotonic()
+    with httpx.Client(limits=limits, timeout=600) as client:
+        with concurrent.futures.ThreadPoolExecutor(args.num_workers) as pool:
+            outputs = [o for shard in pool.map(
+                lambda s: run_shard(client, args, s), shards) for o in shard]
+    seconds = time.monotonic() - start
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    assert len(outputs) == len(rows)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    print(json.dumps({"rows": len(rows), "seconds": seconds,
+                      "rows_per_s": len(rows) / seconds, "cpu_s": cpu}))
+
+
+if __name__ == "__main__":
+    main()
