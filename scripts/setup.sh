@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages sdgd needs (scripts/packages.txt), only if
-# some are missing. Safe to run again.
+# Installs Debian 12 packages, only those missing; safe to run again.
+#   scripts/setup.sh [LIST...]
+# LIST names scripts/packages-LIST.txt; with none, scripts/packages.txt (what
+# building sdgd and its unit tests need) alone. Lists: test (what the
+# operations tests start or run), bench (the benchmarks' backends, Python
+# references and chart).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
+lists=("$here/packages.txt")
+for name in "$@"; do lists+=("$here/packages-$name.txt"); done
 packages=()
-while read -r line; do
-  line=${line%%#*}
-  for word in $line; do packages+=("$word"); done
-done < "$here/packages.txt"
+for list in "${lists[@]}"; do
+  while read -r line; do
+    line=${line%%#*}
+    for word in $line; do packages+=("$word"); done
+  done < "$list"
+done
 
 missing=()
 for package in "${packages[@]}"; do

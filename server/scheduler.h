@@ -51,7 +51,7 @@ class Scheduler {
     int64_t next_shard = 0;
     int in_progress = 0;
     bool stalled = false;  // skipped because its stream is full
-    CancellationToken::Registration on_cancel;
+    CancellationToken::Registration on_cancel = {};
   };
   using EntryList = std::list<Entry>;
 
