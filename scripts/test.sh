@@ -4,7 +4,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-scripts/setup.sh
+scripts/setup.sh test
+command -v npm > /dev/null || scripts/setup.sh node
 
 jobs=${SDG_BUILD_JOBS:-2}
 
@@ -25,12 +26,13 @@ run_suite() {
 run_suite build/test -- -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 # Sanitizer builds (SDG_SANITIZERS=0 skips them): AddressSanitizer + UBSan
-# over the whole suite, ThreadSanitizer over the unit and integration tests
-# (the end-to-end tests run the same code in child processes).
+# over the unit, integration and end-to-end tests, ThreadSanitizer over the
+# unit and integration tests (the end-to-end tests run the same code in
+# child processes). The ops tests (deploy files, Prometheus) run once, above.
 if [ "${SDG_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan/suppressions.txt}
-  run_suite build/asan -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address
+  run_suite build/asan -L "unit|integration|e2e" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address
   run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread
 fi

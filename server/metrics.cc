@@ -53,6 +53,11 @@ Metrics::Metrics()
                         .Help("Workers running a shard now.")
                         .Register(*registry_)
                         .Add({})),
+      workers_(BuildGauge()
+                   .Name("sdg_workers")
+                   .Help("Workers in the pool (--max_workers).")
+                   .Register(*registry_)
+                   .Add({})),
       stream_stalls_total_(
           BuildCounter()
               .Name("sdg_stream_stalls_total")
@@ -134,6 +139,8 @@ void Metrics::JobsQueued(double count) { jobs_queued_.Set(count); }
 void Metrics::ShardsQueued(double delta) { shards_queued_.Increment(delta); }
 
 void Metrics::WorkerBusy(double delta) { workers_busy_.Increment(delta); }
+
+void Metrics::Workers(double count) { workers_.Set(count); }
 
 void Metrics::StreamStalled() { stream_stalls_total_.Increment(); }
 

@@ -37,6 +37,8 @@ class Metrics {
   void JobsQueued(double count);
   void ShardsQueued(double delta);
   void WorkerBusy(double delta);
+  // The worker pool's size (--max_workers).
+  void Workers(double count);
   // A job's dispatch paused because its caller reads events too slowly.
   void StreamStalled();
   // `outcome` is succeeded or failed.
@@ -65,6 +67,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& rows_total_;
   prometheus::Gauge& shards_queued_;
   prometheus::Gauge& workers_busy_;
+  prometheus::Gauge& workers_;
   prometheus::Counter& stream_stalls_total_;
   prometheus::Histogram& shard_duration_seconds_;
   prometheus::Family<prometheus::Counter>& backend_requests_total_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpc/health/v1/health.pb.h"
 #include "server/base/logging.h"
 
 namespace sdg {
@@ -49,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     server->backends_.push_back(std::move(backend));
   }
 
+  server->metrics_.Workers(opts.scheduler.max_workers);
   server->runner_ = std::make_unique<BackendShardRunner>(server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(
       opts.scheduler, *server->runner_, server->metrics_);
@@ -57,6 +59,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       server->metrics_);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // The default health service carries no protobuf descriptors; linking
+  // health.proto's lets reflection describe grpc.health.v1.Health, so that
+  // grpcurl and deploy/smoke.sh can call it knowing no .proto file.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(),

@@ -1,0 +1,173 @@
+// What an operator's Prometheus sees, checked against the real tools from
+// Debian's prometheus package: promtool lints a scrape taken mid-job, a real
+// Prometheus server scrapes sdgd and answers a query, and every metric the
+// dashboard and the alert rules use is one sdgd exports.
+#include <arpa/inet.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/e2e/stack.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/http_get.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A free loopback port: bound, read, released (Prometheus takes no port 0).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+class MetricsOpsTest : public ::testing::Test {
+ protected:
+  void Start(const StackOptions& options = {}) {
+    auto stack = Stack::Start(options);
+    ASSERT_TRUE(stack.ok()) << stack.status();
+    stack_ = *std::move(stack);
+  }
+
+  std::string Dataset(int rows) {
+    std::string path = stack_->dir() + "/in.jsonl";
+    std::string text;
+    for (int i = 0; i < rows; ++i) {
+      text +=
+          nlohmann::json{{"q", "question " + std::to_string(i)}}.dump() + "\n";
+    }
+    WriteFile(path, text);
+    return path;
+  }
+
+  std::vector<std::string> GenerateArgs(int rows) {
+    return {"generate",
+            "--input=" + Dataset(rows),
+            "--output=" + stack_->dir() + "/out.jsonl",
+            "--model=m",
+            "--template={{q}}",
+            "--batch_size=2"};
+  }
+
+  void TearDown() override {
+    if (HasFailure() && stack_ != nullptr) std::cerr << stack_->SdgdLog();
+  }
+
+  std::unique_ptr<Stack> stack_;
+};
+
+TEST_F(MetricsOpsTest, ScrapeTakenWhileAJobRunsPassesPromtool) {
+  Start({.llmsim_args = {"--latency_ms=600000"}});
+  auto client =
+      stack_->StartSdgctl(GenerateArgs(6), stack_->dir() + "/client.err");
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::string scrape;
+  ASSERT_TRUE(Eventually([&] {
+    auto body = HttpGet(stack_->metrics_url());
+    if (!body.ok()) return false;
+    scrape = *body;
+    return MetricValue(scrape, "sdg_jobs_active") == 1 &&
+           // vLLM-style llmsim: one request per shard of 2 rows.
+           MetricValue(scrape, R"(sdg_backend_in_flight{backend="sim"})") == 3;
+  }));
+  std::string path = stack_->dir() + "/scrape.txt";
+  WriteFile(path, scrape);
+  CommandResult lint =
+      RunCommand({"/bin/sh", "-c", "promtool check metrics < " + path});
+  EXPECT_EQ(lint.exit_code, 0) << lint.out << lint.err << "\n" << scrape;
+  EXPECT_EQ(lint.out + lint.err, "");  // no lint findings either
+  (*client)->Signal(SIGINT);
+  EXPECT_EQ((*client)->Wait(), 1);
+}
+
+TEST_F(MetricsOpsTest, PrometheusScrapesRowsTotal) {
+  Start();
+  int port = FreePort();
+  std::string config = stack_->dir() + "/prometheus.yml";
+  std::string metrics = stack_->metrics_url();
+  std::string target = metrics.substr(std::string("http://").size());
+  target = target.substr(0, target.find('/'));
+  WriteFile(config, absl::StrCat("global:\n  scrape_interval: 1s\n",
+                                 "scrape_configs:\n  - job_name: sdgd\n",
+                                 "    static_configs:\n      - targets: ['",
+                                 target, "']\n"));
+  auto prometheus =
+      Subprocess::Start({"/usr/bin/prometheus", "--config.file=" + config,
+                         "--storage.tsdb.path=" + stack_->dir() + "/tsdb",
+                         absl::StrCat("--web.listen-address=127.0.0.1:", port)},
+                        stack_->dir() + "/prometheus.log");
+  ASSERT_TRUE(prometheus.ok()) << prometheus.status();
+
+  CommandResult job = stack_->Sdgctl(GenerateArgs(7));
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  std::string url = absl::StrCat(
+      "http://127.0.0.1:", port,
+      "/api/v1/query?query=sdg_rows_total%7Boutcome%3D%22succeeded%22%7D");
+  std::string last;
+  EXPECT_TRUE(Eventually([&] {
+    auto body = HttpGet(url);
+    if (!body.ok()) return false;
+    last = *body;
+    auto reply = nlohmann::json::parse(last, nullptr, false);
+    if (reply.is_discarded() || reply["data"]["result"].empty()) return false;
+    // [timestamp, "value"]
+    return reply["data"]["result"][0]["value"][1] == "7";
+  })) << last
+      << "\n"
+      << ReadFile(stack_->dir() + "/prometheus.log");
+  (*prometheus)->Signal(SIGTERM);
+  EXPECT_EQ((*prometheus)->Wait(), 0);
+}
+
+// Every sdg_* name in the dashboard and the rules must be exported: a panel
+// that queries a name nobody exports shows "No data" and nobody notices.
+TEST_F(MetricsOpsTest, DashboardAndRulesQueryOnlyExportedMetrics) {
+  // Faults make every series appear, retries included.
+  Start({.llmsim_args = {"--fail_rate=0.3", "--fault_seed=3"},
+         .sdgd_args = {"--backend_max_attempts=10"}});
+  CommandResult job = stack_->Sdgctl(GenerateArgs(20));
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  auto scrape = HttpGet(stack_->metrics_url());
+  ASSERT_TRUE(scrape.ok());
+  std::set<std::string> exported;
+  for (absl::string_view line : absl::StrSplit(*scrape, '\n')) {
+    if (line.empty() || line[0] == '#') continue;
+    exported.insert(std::string(line.substr(0, line.find_first_of("{ "))));
+  }
+  ASSERT_GT(exported.size(), 20u);
+
+  const std::regex name(R"(\bsdg_[a-z0-9_]+)");
+  for (const char* file :
+       {"deploy/grafana/sdgd.json", "deploy/prometheus/rules.yaml"}) {
+    std::string text = ReadFile(std::string(SDG_SOURCE_DIR) + "/" + file);
+    ASSERT_FALSE(text.empty()) << file;
+    int used = 0;
+    for (std::sregex_iterator it(text.begin(), text.end(), name), end;
+         it != end; ++it) {
+      ++used;
+      EXPECT_TRUE(exported.contains(it->str()))
+          << file << " uses " << it->str() << ", which sdgd does not export";
+    }
+    EXPECT_GT(used, 5) << file;
+  }
+}
+
+}  // namespace
+}  // namespace sdg::testing
