@@ -329,3 +329,46 @@ TEST_F(EndToEndTest, ApiKeyIsSentButNeverShown) {
 
 }  // namespace
 }  // namespace sdg::testing
+
+namespace sdg::testing {
+namespace {
+
+// sdgd's log is what an operator greps and ships: one JSON object per line
+// with ts, level and msg, the fields that identify a failure, and no prompt
+// text at info level.
+TEST_F(EndToEndTest, LogIsJsonLinesWithFieldsAndNoPromptText) {
+  StackOptions options;
+  options.extra_backends = {"dead=http://127.0.0.1:1/v1"};
+  options.sdgd_args = {"--backend_max_attempts=2"};
+  Start(options);
+  std::string in = WriteDataset(4);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template=Zanzibar-marker {{question}}", "--backend=dead",
+       "--batch_size=2", "--job_id=logged-job"});
+  ASSERT_EQ(result.exit_code, 1) << result.err;
+
+  std::string log = stack_->SdgdLog();
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("Zanzibar-marker")));
+  std::vector<json> lines = JsonLines(log);  // throws on a non-JSON line
+  ASSERT_FALSE(lines.empty());
+  int shard_failures = 0;
+  for (const json& line : lines) {
+    EXPECT_TRUE(line.contains("ts") && line.contains("level") &&
+                line.contains("msg"))
+        << line.dump();
+    if (line["msg"] == "shard failed") {
+      ++shard_failures;
+      EXPECT_EQ(line["job_id"], "logged-job");
+      EXPECT_EQ(line["backend"], "dead");
+      EXPECT_EQ(line["code"], "UNAVAILABLE");
+      EXPECT_EQ(line["attempts"], 2);
+      EXPECT_TRUE(line.contains("shard"));
+    }
+  }
+  EXPECT_EQ(shard_failures, 2);
+  EXPECT_THAT(log, HasSubstr(R"("msg":"job finished")"));
+}
+
+}  // namespace
+}  // namespace sdg::testing
