@@ -5,13 +5,11 @@ in flight; one request per row (or per shard of prompts when batched).
 
 Prints one JSON line: rows, seconds, rows_per_s, cpu_s.
 """
-import argparse
 import asyncio
-import json
-import resource
-import time
 
 import aiohttp
+
+import common
 
 
 async def call(session, semaphore, args, prompts):
@@ -48,28 +46,11 @@ async def run(args, prompts):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--url", required=True, help="base URL ending in /v1")
-    parser.add_argument("--input", required=True, help="JSON lines")
-    parser.add_argument("--model", default="m")
-    parser.add_argument("--api", choices=["chat", "completions"], default="chat")
-    parser.add_argument("--batched", action="store_true")
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--in_flight", type=int, default=256)
-    args = parser.parse_args()
-
-    with open(args.input) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    prompts = ["Answer briefly. " + row["question"] for row in rows]
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    start = time.monotonic()
-    outputs = asyncio.run(run(args, prompts))
-    seconds = time.monotonic() - start
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    assert len(outputs) == len(rows)
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    print(json.dumps({"rows": len(rows), "seconds": seconds,
-                      "rows_per_s": len(rows) / seconds, "cpu_s": cpu}))
+    p = common.parser(__doc__)
+    p.add_argument("--in_flight", type=int, default=256)
+    args = p.parse_args()
+    common.measure_and_print(common.read_prompts(args.input),
+                             lambda prompts: asyncio.run(run(args, prompts)))
 
 
 if __name__ == "__main__":

@@ -9,17 +9,11 @@ with openai-python's connection limits.
 
 Prints one JSON line: rows, seconds, rows_per_s, cpu_s.
 """
-import argparse
 import concurrent.futures
-import json
-import resource
-import time
 
 import httpx
 
-
-def render(rows, template):
-    return [template.replace("{{question}}", row["question"]) for row in rows]
+import common
 
 
 def run_shard(client, args, prompts):
@@ -47,35 +41,22 @@ def run_shard(client, args, prompts):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--url", required=True, help="base URL ending in /v1")
-    parser.add_argument("--input", required=True, help="JSON lines")
-    parser.add_argument("--model", default="m")
-    parser.add_argument("--api", choices=["chat", "completions"], default="chat")
-    parser.add_argument("--batched", action="store_true")
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--num_workers", type=int, default=32)
-    args = parser.parse_args()
+    p = common.parser(__doc__)
+    p.add_argument("--num_workers", type=int, default=32)
+    args = p.parse_args()
 
-    with open(args.input) as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    prompts = render(rows, "Answer briefly. {{question}}")
-    shards = [prompts[i:i + args.batch_size]
-              for i in range(0, len(prompts), args.batch_size)]
-    # openai-python's defaults: 1000 connections, 100 kept alive.
-    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    start = time.monotonic()
-    with httpx.Client(limits=limits, timeout=600) as client:
-        with concurrent.futures.ThreadPoolExecutor(args.num_workers) as pool:
-            outputs = [o for shard in pool.map(
-                lambda s: run_shard(client, args, s), shards) for o in shard]
-    seconds = time.monotonic() - start
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    assert len(outputs) == len(rows)
-    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-    print(json.dumps({"rows": len(rows), "seconds": seconds,
-                      "rows_per_s": len(rows) / seconds, "cpu_s": cpu}))
+    def run(prompts):
+        shards = [prompts[i:i + args.batch_size]
+                  for i in range(0, len(prompts), args.batch_size)]
+        # openai-python's defaults: 1000 connections, 100 kept alive.
+        limits = httpx.Limits(max_connections=1000,
+                              max_keepalive_connections=100)
+        with httpx.Client(limits=limits, timeout=600) as client:
+            with concurrent.futures.ThreadPoolExecutor(args.num_workers) as pool:
+                return [o for shard in pool.map(
+                    lambda s: run_shard(client, args, s), shards) for o in shard]
+
+    common.measure_and_print(common.read_prompts(args.input), run)
 
 
 if __name__ == "__main__":
