@@ -233,6 +233,27 @@ TEST_F(BackendTest, PoolWithADeadEndpointServesThroughTheLiveOne) {
   EXPECT_EQ(Metric(R"(sdg_backend_endpoints_ejected{backend="sim"})"), 1);
 }
 
+TEST_F(BackendTest, EjectedEndpointComesBackAfterItsCooldown) {
+  SimThread live;
+  // A port with nothing behind it yet; llmsim starts there later.
+  llmsim::SimServer::Options late_options;
+  late_options.listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  backend_defaults_.eject_after_failures = 1;
+  backend_defaults_.eject_cooldown = absl::Milliseconds(200);
+  StartServer({{"sim", live.url() + ",http://" + late_options.listen + "/v1"}});
+  ExpectAllRows(Run(Request(30)), 30);
+  ASSERT_EQ(Metric(R"(sdg_backend_endpoints_ejected{backend="sim"})"), 1);
+
+  SimThread late(late_options);
+  // Jobs keep coming; once the cool-down is over a trial request finds the
+  // endpoint alive and it takes its share again.
+  EXPECT_TRUE(Eventually([&] {
+    ExpectAllRows(Run(Request(30)), 30);
+    return Metric(R"(sdg_backend_endpoints_ejected{backend="sim"})") == 0 &&
+           late.Stats()["requests"] > 1;
+  }));
+}
+
 TEST_F(BackendTest, PoolWithEveryEndpointDownFailsNamingThem) {
   backend_defaults_.eject_after_failures = 1;
   StartServer({{"dead", "http://127.0.0.1:1/v1,http://127.0.0.1:2/v1"}});

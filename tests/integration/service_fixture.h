@@ -21,6 +21,7 @@
 #include "server/server.h"
 #include "tests/llmsim/sim_server.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/subprocess.h"
 

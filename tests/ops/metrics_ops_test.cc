@@ -2,13 +2,9 @@
 // Debian's prometheus package: promtool lints a scrape taken mid-job, a real
 // Prometheus server scrapes sdgd and answers a query, and every metric the
 // dashboard and the alert rules use is one sdgd exports.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -18,25 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "tests/e2e/stack.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/http_get.h"
 
 namespace sdg::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A free loopback port: bound, read, released (Prometheus takes no port 0).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 class MetricsOpsTest : public ::testing::Test {
  protected:
@@ -99,7 +83,7 @@ TEST_F(MetricsOpsTest, ScrapeTakenWhileAJobRunsPassesPromtool) {
 
 TEST_F(MetricsOpsTest, PrometheusScrapesRowsTotal) {
   Start();
-  int port = FreePort();
+  int port = FreeLoopbackPort();
   std::string config = stack_->dir() + "/prometheus.yml";
   std::string metrics = stack_->metrics_url();
   std::string target = metrics.substr(std::string("http://").size());
