@@ -125,8 +125,7 @@ Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
   }
   metrics_.BackendEndpoints(options_.name, endpoints_.size());
   ReportLimit();
-  if (options_.batching == BatchingMode::kAuto ||
-      options_.in_flight_mode == InFlightMode::kAuto) {
+  if (NeedsDetection()) {
     StartDetection();
   } else {
     traits_known_ = true;
@@ -144,6 +143,11 @@ Backend::~Backend() {
   // Jobs end before backends are destroyed; a call left here would never
   // complete, so fail loudly in debug builds.
   assert(calls_.empty());
+}
+
+bool Backend::NeedsDetection() const {
+  return options_.batching == BatchingMode::kAuto ||
+         options_.in_flight_mode == InFlightMode::kAuto;
 }
 
 void Backend::StartDetection() {
@@ -262,7 +266,7 @@ Backend::CallId Backend::Post(absl::string_view path, std::string json_body,
     calls_.emplace(id, std::move(call));
     queued_.push_back(id);
     // A server that was down when sdgd started is asked again, now and then.
-    if (traits_.kind == "unknown" && traits_known_ &&
+    if (NeedsDetection() && traits_.kind == "unknown" && traits_known_ &&
         detect_outstanding_ == 0 &&
         absl::Now() - last_detect_failure_ > absl::Seconds(10)) {
       StartDetection();

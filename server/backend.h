@@ -130,6 +130,8 @@ class Backend {
 
   static constexpr int kNoEndpointFree = -1;
 
+  // Batching or the in-flight limit is kAuto.
+  bool NeedsDetection() const;
   void StartDetection() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnDetectReply(int endpoint, bool is_models, HttpResponse response);
   void ApplyTraits(const ServerTraits& traits)

@@ -211,6 +211,24 @@ TEST_F(BackendTest, VllmGetsOneRequestPerShardAndChatOnePerRow) {
   EXPECT_EQ(sim.Stats()["requests"], 3 + 20);
 }
 
+TEST_F(BackendTest, ExplicitSettingsAskTheServerNothing) {
+  SimThread sim;
+  backend_defaults_.batching = BatchingMode::kOff;
+  backend_defaults_.in_flight_mode = InFlightMode::kFixed;
+  StartServer({{"sim", sim.url()}});
+  ExpectAllRows(Run(Request(6)), 6);
+  EXPECT_EQ(sim.Stats()["discovery_requests"], 0);
+}
+
+TEST_F(BackendTest, AutoSettingsAskTheServerOnce) {
+  SimThread sim;
+  backend_defaults_.batching = BatchingMode::kAuto;
+  StartServer({{"sim", sim.url()}});
+  ExpectAllRows(Run(Request(6)), 6);
+  ExpectAllRows(Run(Request(6)), 6);
+  EXPECT_EQ(sim.Stats()["discovery_requests"], 2);  // /v1/models and /props
+}
+
 TEST_F(BackendTest, BatchingForcedOffSendsOneRequestPerRow) {
   SimThread sim;
   backend_defaults_.batching = BatchingMode::kOff;

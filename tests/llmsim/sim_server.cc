@@ -168,6 +168,9 @@ void SimServer::Handle(evhttp_request* request) {
                                   : simulator_.ChatCompletions(body));
     return;
   }
+  if (method == EVHTTP_REQ_GET && (path == "/v1/models" || path == "/props")) {
+    ++stats_.discovery_requests;
+  }
   SimReply reply;
   if (path == "/stats" && method == EVHTTP_REQ_GET) {
     reply = {200, StatsJson()};
@@ -453,6 +456,7 @@ std::string SimServer::StatsJson() const {
                         {"resets", stats_.resets},
                         {"malformed", stats_.malformed},
                         {"slow_bodies", stats_.slow_bodies},
+                        {"discovery_requests", stats_.discovery_requests},
                         {"arrivals_ms", stats_.arrivals_ms}}
       .dump();
 }

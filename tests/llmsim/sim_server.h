@@ -91,6 +91,7 @@ class SimServer {
     int64_t resets = 0;
     int64_t malformed = 0;
     int64_t slow_bodies = 0;
+    int64_t discovery_requests = 0;  // GET /v1/models and /props
     // Milliseconds since start at which generation requests arrived (the
     // first kMaxArrivals).
     std::vector<int64_t> arrivals_ms;
