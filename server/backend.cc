@@ -54,6 +54,12 @@ std::string OutcomeLabel(const HttpResponse& response) {
   }
 }
 
+// "Authorization: Bearer KEY", or nothing without a key.
+std::vector<std::string> AuthHeaders(const std::string& api_key) {
+  if (api_key.empty()) return {};
+  return {absl::StrCat("Authorization: Bearer ", api_key)};
+}
+
 }  // namespace
 
 absl::StatusOr<BackendOptions> ParseBackendFlag(absl::string_view flag) {
@@ -113,7 +119,11 @@ ServerTraits DetectServer(const HttpResponse& models,
 }
 
 Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
-    : options_(std::move(options)), http_(http), metrics_(metrics) {
+    : options_(std::move(options)),
+      http_(http),
+      metrics_(metrics.ForBackend(options_.name,
+                                  static_cast<int>(options_.base_urls.size()))),
+      auth_headers_(AuthHeaders(options_.api_key)) {
   absl::MutexLock lock(&mu_);
   for (const std::string& url : options_.base_urls) {
     Endpoint endpoint{
@@ -123,7 +133,6 @@ Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
                      : ConcurrencyLimit::Fixed(options_.max_in_flight)};
     endpoints_.push_back(std::move(endpoint));
   }
-  metrics_.BackendEndpoints(options_.name, endpoints_.size());
   ReportLimit();
   if (NeedsDetection()) {
     StartDetection();
@@ -161,10 +170,7 @@ void Backend::StartDetection() {
     request.url = is_models ? absl::StrCat(base, "/models")
                             : absl::StrCat(ServerRoot(base), "/props");
     request.timeout = options_.detect_timeout;
-    if (!options_.api_key.empty()) {
-      request.headers.push_back(
-          absl::StrCat("Authorization: Bearer ", options_.api_key));
-    }
+    request.headers = auth_headers_;
     // The id is recorded before the callback can take mu_.
     HttpClient::RequestId id = http_.Start(
         std::move(request), [this, endpoint, is_models](HttpResponse response) {
@@ -338,16 +344,12 @@ void Backend::Send(CallId id, int endpoint_index) {
   ++call.attempts;
   call.endpoint = endpoint_index;
   ++endpoint.in_flight;
-  ++in_flight_;
-  metrics_.BackendInFlight(options_.name, 1);
+  metrics_.InFlight(1);
 
   HttpRequest request;
   request.url = absl::StrCat(endpoint.base_url, call.path);
   request.json_body = call.body;
-  if (!options_.api_key.empty()) {
-    request.headers.push_back(
-        absl::StrCat("Authorization: Bearer ", options_.api_key));
-  }
+  request.headers = auth_headers_;
   // The id is recorded before the callback can take mu_.
   call.pending =
       http_.Start(std::move(request), [this, id](HttpResponse response) {
@@ -357,15 +359,14 @@ void Backend::Send(CallId id, int endpoint_index) {
 
 void Backend::OnResponse(CallId id, HttpResponse response) {
   const std::string outcome = OutcomeLabel(response);
-  metrics_.BackendRequest(options_.name, outcome, response.elapsed);
+  metrics_.Request(outcome, response.elapsed);
   Completions completions;
   {
     absl::MutexLock lock(&mu_);
     Call& call = calls_.at(id);
     Endpoint& endpoint = endpoints_[call.endpoint];
     --endpoint.in_flight;
-    --in_flight_;
-    metrics_.BackendInFlight(options_.name, -1);
+    metrics_.InFlight(-1);
     RecordEndpointOutcome(endpoint, response);
 
     const bool transport_ok = response.transport.ok();
@@ -399,20 +400,21 @@ void Backend::RecordEndpointOutcome(Endpoint& endpoint,
   const absl::Time now = absl::Now();
   const absl::StatusCode transport = response.transport.code();
   if (transport == absl::StatusCode::kCancelled) return;  // says nothing
+  const int limit_before = endpoint.limit.limit();
   if (transport == absl::StatusCode::kDeadlineExceeded ||
       IsHttpReply(response, 429) || IsHttpReply(response, 503)) {
     endpoint.limit.OnOverload(now);
   } else if (response.transport.ok() && response.http_code < 500) {
     endpoint.limit.OnSuccess(response.elapsed, now);
   }
-  ReportLimit();
+  if (endpoint.limit.limit() != limit_before) ReportLimit();
 
   const bool failed = !response.transport.ok() || response.http_code >= 500;
   if (!failed) {
     endpoint.consecutive_failures = 0;
     if (endpoint.ejected) {
       endpoint.ejected = false;
-      metrics_.BackendEndpointsEjected(options_.name, -1);
+      metrics_.EndpointsEjected(-1);
       Log(LogLevel::kInfo, "endpoint back in service",
           {{"backend", options_.name}, {"endpoint", endpoint.base_url}});
     }
@@ -431,7 +433,7 @@ void Backend::RecordEndpointOutcome(Endpoint& endpoint,
       (endpoint.consecutive_failures >= options_.eject_after_failures &&
        in_rotation > 1)) {
     if (!endpoint.ejected) {
-      metrics_.BackendEndpointsEjected(options_.name, 1);
+      metrics_.EndpointsEjected(1);
     }
     endpoint.ejected = true;
     endpoint.ejected_until = now + options_.eject_cooldown;
@@ -456,7 +458,7 @@ void Backend::RetryOrFinish(CallId id, absl::Status status, bool retryable,
     Finish(id, {Redact(status), "", call.attempts}, out);
     return;
   }
-  metrics_.BackendRetry(options_.name, reason);
+  metrics_.Retry(reason);
   absl::Duration delay = Backoff(call.attempts, retry_after);
   Log(LogLevel::kDebug, "backend request retried",
       {{"backend", options_.name},
@@ -531,7 +533,7 @@ std::string Backend::EveryEndpointFailingMessage() const {
 void Backend::ReportLimit() {
   int total = 0;
   for (const Endpoint& endpoint : endpoints_) total += endpoint.limit.limit();
-  metrics_.BackendConcurrencyLimit(options_.name, total);
+  metrics_.ConcurrencyLimit(total);
 }
 
 absl::Status Backend::Redact(const absl::Status& status) const {

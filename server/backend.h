@@ -167,7 +167,9 @@ class Backend {
 
   const BackendOptions options_;
   HttpClient& http_;
-  Metrics& metrics_;
+  Metrics::BackendSeries metrics_;
+  // "Authorization: Bearer ..." when there is a key; sent with every request.
+  const std::vector<std::string> auth_headers_;
 
   mutable absl::Mutex mu_;
   std::vector<Endpoint> endpoints_ ABSL_GUARDED_BY(mu_);
@@ -175,7 +177,6 @@ class Backend {
   CallId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<CallId, Call> calls_ ABSL_GUARDED_BY(mu_);
   std::deque<CallId> queued_ ABSL_GUARDED_BY(mu_);
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   absl::BitGen random_ ABSL_GUARDED_BY(mu_);
 
   // Detection: calls wait until `traits_known_`.

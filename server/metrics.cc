@@ -154,41 +154,35 @@ void Metrics::RowsFinished(absl::string_view outcome, int64_t count) {
       .Increment(static_cast<double>(count));
 }
 
-void Metrics::BackendRequest(const std::string& backend,
-                             const std::string& code, absl::Duration elapsed) {
-  backend_requests_total_.Add({{"backend", backend}, {"code", code}})
-      .Increment();
-  backend_request_duration_seconds_
-      .Add({{"backend", backend}}, LatencyBuckets())
-      .Observe(absl::ToDoubleSeconds(elapsed));
-}
-
-void Metrics::BackendInFlight(const std::string& backend, double delta) {
-  backend_in_flight_.Add({{"backend", backend}}).Increment(delta);
-}
-
-void Metrics::BackendConcurrencyLimit(const std::string& backend,
-                                      double limit) {
-  backend_concurrency_limit_.Add({{"backend", backend}}).Set(limit);
-}
-
-void Metrics::BackendEndpoints(const std::string& backend, double configured) {
-  backend_endpoints_.Add({{"backend", backend}}).Set(configured);
-  backend_endpoints_ejected_.Add({{"backend", backend}});
-  backend_in_flight_.Add({{"backend", backend}});
+Metrics::BackendSeries Metrics::ForBackend(const std::string& backend,
+                                           int endpoints) {
+  backend_endpoints_.Add({{"backend", backend}}).Set(endpoints);
   prompt_tokens_total_.Add({{"backend", backend}});
   generation_tokens_total_.Add({{"backend", backend}});
+  return BackendSeries(*this, backend);
 }
 
-void Metrics::BackendEndpointsEjected(const std::string& backend,
-                                      double delta) {
-  backend_endpoints_ejected_.Add({{"backend", backend}}).Increment(delta);
+Metrics::BackendSeries::BackendSeries(Metrics& metrics,
+                                      const std::string& backend)
+    : backend_(backend),
+      requests_total_(metrics.backend_requests_total_),
+      retries_total_(metrics.backend_retries_total_),
+      request_duration_seconds_(metrics.backend_request_duration_seconds_.Add(
+          {{"backend", backend}}, LatencyBuckets())),
+      in_flight_(metrics.backend_in_flight_.Add({{"backend", backend}})),
+      concurrency_limit_(
+          metrics.backend_concurrency_limit_.Add({{"backend", backend}})),
+      endpoints_ejected_(
+          metrics.backend_endpoints_ejected_.Add({{"backend", backend}})) {}
+
+void Metrics::BackendSeries::Request(const std::string& code,
+                                     absl::Duration elapsed) {
+  requests_total_.Add({{"backend", backend_}, {"code", code}}).Increment();
+  request_duration_seconds_.Observe(absl::ToDoubleSeconds(elapsed));
 }
 
-void Metrics::BackendRetry(const std::string& backend,
-                           const std::string& reason) {
-  backend_retries_total_.Add({{"backend", backend}, {"reason", reason}})
-      .Increment();
+void Metrics::BackendSeries::Retry(const std::string& reason) {
+  retries_total_.Add({{"backend", backend_}, {"reason", reason}}).Increment();
 }
 
 void Metrics::BackendTokens(const std::string& backend, int64_t prompt_tokens,

@@ -45,16 +45,32 @@ class Metrics {
   void ShardFinished(absl::string_view outcome, absl::Duration elapsed);
   void RowsFinished(absl::string_view outcome, int64_t count);
 
-  // Backends. `code` is the HTTP status, or a transport error name
-  // (connect_error, timeout, cancelled).
-  void BackendRequest(const std::string& backend, const std::string& code,
-                      absl::Duration elapsed);
-  void BackendInFlight(const std::string& backend, double delta);
-  // Summed over the backend's endpoints.
-  void BackendConcurrencyLimit(const std::string& backend, double limit);
-  void BackendEndpoints(const std::string& backend, double configured);
-  void BackendEndpointsEjected(const std::string& backend, double delta);
-  void BackendRetry(const std::string& backend, const std::string& reason);
+  // Backends: the series of one backend, created (at zero) and looked up
+  // once, so that a request touches no label maps but for its status code.
+  class BackendSeries {
+   public:
+    // `code` is the HTTP status, or a transport error name (connect_error,
+    // timeout, cancelled).
+    void Request(const std::string& code, absl::Duration elapsed);
+    void InFlight(double delta) { in_flight_.Increment(delta); }
+    // Summed over the backend's endpoints.
+    void ConcurrencyLimit(double limit) { concurrency_limit_.Set(limit); }
+    void EndpointsEjected(double delta) { endpoints_ejected_.Increment(delta); }
+    void Retry(const std::string& reason);
+
+   private:
+    friend class Metrics;
+    BackendSeries(Metrics& metrics, const std::string& backend);
+
+    const std::string backend_;
+    prometheus::Family<prometheus::Counter>& requests_total_;
+    prometheus::Family<prometheus::Counter>& retries_total_;
+    prometheus::Histogram& request_duration_seconds_;
+    prometheus::Gauge& in_flight_;
+    prometheus::Gauge& concurrency_limit_;
+    prometheus::Gauge& endpoints_ejected_;
+  };
+  BackendSeries ForBackend(const std::string& backend, int endpoints);
   void BackendTokens(const std::string& backend, int64_t prompt_tokens,
                      int64_t generation_tokens);
 

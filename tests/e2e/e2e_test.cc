@@ -9,7 +9,7 @@
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
-#include "tests/e2e/stack.h"
+#include "tests/e2e/stack_test.h"
 #include "tests/testing/http_get.h"
 
 namespace sdg::testing {
@@ -27,14 +27,8 @@ std::vector<json> JsonLines(const std::string& text) {
   return lines;
 }
 
-class EndToEndTest : public ::testing::Test {
+class EndToEndTest : public StackTest {
  protected:
-  void Start(const StackOptions& options = {}) {
-    auto stack = Stack::Start(options);
-    ASSERT_TRUE(stack.ok()) << stack.status();
-    stack_ = *std::move(stack);
-  }
-
   // A dataset of `rows` questions with an id column.
   std::string WriteDataset(int rows) {
     std::string path = stack_->dir() + "/in.jsonl";
@@ -50,14 +44,6 @@ class EndToEndTest : public ::testing::Test {
   }
 
   std::string Out() const { return stack_->dir() + "/out.jsonl"; }
-
-  void TearDown() override {
-    if (HasFailure() && stack_ != nullptr) {
-      std::cerr << "--- sdgd log ---\n" << stack_->SdgdLog();
-    }
-  }
-
-  std::unique_ptr<Stack> stack_;
 };
 
 TEST_F(EndToEndTest, HundredRowsComeBackInInputOrder) {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "tests/e2e/stack.h"
+#include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
 
 namespace sdg::testing {
@@ -17,16 +17,15 @@ namespace {
 using ::nlohmann::json;
 using ::testing::HasSubstr;
 
-class ShutdownTest : public ::testing::Test {
+class ShutdownTest : public StackTest {
  protected:
   void Start(std::vector<std::string> llmsim_args,
              std::vector<std::string> sdgd_args) {
     StackOptions options;
     options.llmsim_args = std::move(llmsim_args);
     options.sdgd_args = std::move(sdgd_args);
-    auto stack = Stack::Start(options);
-    ASSERT_TRUE(stack.ok()) << stack.status();
-    stack_ = *std::move(stack);
+    StackTest::Start(options);
+    if (stack_ == nullptr) return;
     std::string text;
     for (int i = 0; i < 4; ++i)
       text += json{{"q", "question " + std::to_string(i)}}.dump() + "\n";
@@ -68,12 +67,6 @@ class ShutdownTest : public ::testing::Test {
     }
     return response.status();
   }
-
-  void TearDown() override {
-    if (HasFailure() && stack_ != nullptr) std::cerr << stack_->SdgdLog();
-  }
-
-  std::unique_ptr<Stack> stack_;
 };
 
 TEST_F(ShutdownTest, ShortGraceCancelsTheRunningJob) {

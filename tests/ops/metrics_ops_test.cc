@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "tests/e2e/stack.h"
+#include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/http_get.h"
@@ -22,14 +22,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class MetricsOpsTest : public ::testing::Test {
+class MetricsOpsTest : public StackTest {
  protected:
-  void Start(const StackOptions& options = {}) {
-    auto stack = Stack::Start(options);
-    ASSERT_TRUE(stack.ok()) << stack.status();
-    stack_ = *std::move(stack);
-  }
-
   std::string Dataset(int rows) {
     std::string path = stack_->dir() + "/in.jsonl";
     std::string text;
@@ -49,12 +43,6 @@ class MetricsOpsTest : public ::testing::Test {
             "--template={{q}}",
             "--batch_size=2"};
   }
-
-  void TearDown() override {
-    if (HasFailure() && stack_ != nullptr) std::cerr << stack_->SdgdLog();
-  }
-
-  std::unique_ptr<Stack> stack_;
 };
 
 TEST_F(MetricsOpsTest, ScrapeTakenWhileAJobRunsPassesPromtool) {
