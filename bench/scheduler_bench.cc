@@ -9,8 +9,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "server/http_client.h"
-#include "server/scheduler.h"
+#include "server/http/http_client.h"
+#include "server/scheduling/scheduler.h"
 
 namespace sdg {
 namespace {
@@ -42,19 +42,14 @@ double CpuSeconds() {
 
 void Measure(int workers, int64_t shards) {
   Metrics metrics;
-  auto http = *HttpClient::Create({});
-  BackendOptions backend_options;
-  backend_options.name = "none";
-  backend_options.base_urls = {"http://127.0.0.1:1/v1"};
-  Backend backend(backend_options, *http, metrics);
+  auto timers = *HttpClient::Create({});  // the event loop sdgd uses
   InstantRunner runner;
   Scheduler::Options options;
   options.max_workers = workers;
-  Scheduler scheduler(options, runner, metrics);
+  Scheduler scheduler(options, runner, *timers, metrics);
 
   JobSpec spec;
   spec.job_id = "bench";
-  spec.backend = &backend;
   spec.rows.resize(shards);
   spec.batch_size = 1;
   spec.num_workers = workers;

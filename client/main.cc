@@ -13,9 +13,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/signal_watcher.h"
 #include "client/generate.h"
 #include "client/job_commands.h"
-#include "server/base/signal_watcher.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "sdgd address, HOST:PORT");
 ABSL_FLAG(std::string, input, "", "generate: input dataset, JSON lines");

@@ -11,10 +11,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/synchronization/notification.h"
-#include "server/backend_flags.h"
-#include "server/base/logging.h"
-#include "server/base/repeated_flag.h"
-#include "server/base/signal_watcher.h"
+#include "base/logging.h"
+#include "base/repeated_flag.h"
+#include "base/signal_watcher.h"
+#include "server/backend/backend_flags.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address, HOST:PORT");
@@ -70,7 +70,7 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
   options.service.job_retention = absl::GetFlag(FLAGS_job_retention);
   options.service.limits.default_num_workers = sdg::DefaultNumWorkers();
-  backend_flags.defaults.max_attempts =
+  backend_flags.defaults.retry.max_attempts =
       absl::GetFlag(FLAGS_backend_max_attempts);
   absl::StatusOr<std::vector<sdg::BackendOptions>> backends =
       sdg::BackendsFromFlags(

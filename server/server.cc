@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/logging.h"
 #include "grpc/health/v1/health.pb.h"
-#include "server/base/logging.h"
 
 namespace sdg {
 
@@ -35,10 +35,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   if (!http.ok()) return http.status();
   server->http_ = *std::move(http);
 
-  BackendSet backend_set;
-  backend_set.default_name = opts.backends.front().name;
+  BackendNames backend_names;  // the default first
+  BackendShardRunner::Backends backends_by_name;
   for (const BackendOptions& backend_options : opts.backends) {
-    if (backend_set.by_name.contains(backend_options.name)) {
+    if (backends_by_name.contains(backend_options.name)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--backend ", backend_options.name,
                        " is given twice; list several "
@@ -46,16 +46,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     }
     auto backend = std::make_unique<Backend>(backend_options, *server->http_,
                                              server->metrics_);
-    backend_set.by_name[backend_options.name] = backend.get();
+    backend_names.push_back(backend_options.name);
+    backends_by_name[backend_options.name] = backend.get();
     server->backends_.push_back(std::move(backend));
   }
 
   server->metrics_.Workers(opts.scheduler.max_workers);
-  server->runner_ = std::make_unique<BackendShardRunner>(server->metrics_);
+  server->runner_ = std::make_unique<BackendShardRunner>(
+      std::move(backends_by_name), server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(
-      opts.scheduler, *server->runner_, server->metrics_);
+      opts.scheduler, *server->runner_, *server->http_, server->metrics_);
   server->service_ = std::make_unique<GenerationService>(
-      opts.service, std::move(backend_set), *server->scheduler_,
+      opts.service, std::move(backend_names), *server->scheduler_,
       server->metrics_);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -12,13 +12,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "server/backend.h"
-#include "server/generation_service.h"
-#include "server/http_client.h"
-#include "server/metrics.h"
-#include "server/metrics_server.h"
-#include "server/scheduler.h"
-#include "server/shard_runner.h"
+#include "server/api/generation_service.h"
+#include "server/backend/backend.h"
+#include "server/http/http_client.h"
+#include "server/observability/metrics.h"
+#include "server/observability/metrics_server.h"
+#include "server/scheduling/scheduler.h"
+#include "server/scheduling/shard_runner.h"
 
 namespace sdg {
 

@@ -44,7 +44,7 @@ TEST_F(BackendTest, ServiceUnavailableAtThirtyPercentIsRetriedAway) {
   options.fail_code = 503;
   SimThread sim(options);
   // Enough attempts that 30 % failures cannot exhaust them in this run.
-  backend_defaults_.max_attempts = 8;
+  backend_defaults_.retry.max_attempts = 8;
   StartServer({{"sim", sim.url()}});
 
   ExpectAllRows(Run(Request(100)), 100);
@@ -57,7 +57,7 @@ TEST_F(BackendTest, ServiceUnavailableAtThirtyPercentIsRetriedAway) {
 
 TEST_F(BackendTest, ResetConnectionsAtThirtyPercentAreRetriedAway) {
   SimThread sim(Faults(&llmsim::SimServer::Options::reset_rate, 0.3));
-  backend_defaults_.max_attempts = 8;
+  backend_defaults_.retry.max_attempts = 8;
   StartServer({{"sim", sim.url()}});
 
   ExpectAllRows(Run(Request(100)), 100);
@@ -75,7 +75,7 @@ TEST_F(BackendTest, RetryAfterIsHonoured) {
   options.fail_code = 429;
   options.retry_after_s = 2;
   SimThread sim(options);
-  backend_defaults_.max_attempts = 2;
+  backend_defaults_.retry.max_attempts = 2;
   StartServer({{"sim", sim.url()}});
   v1::GenerateJobRequest request = Request(1);
 
@@ -92,7 +92,7 @@ TEST_F(BackendTest, RetryAfterIsHonoured) {
 
 TEST_F(BackendTest, HungRequestTimesOutAndIsRetried) {
   SimThread sim(Faults(&llmsim::SimServer::Options::hang_rate, 0.3));
-  backend_defaults_.max_attempts = 8;
+  backend_defaults_.retry.max_attempts = 8;
   ServerOptions options;
   options.http.request_timeout = absl::Milliseconds(300);
   StartServer({{"sim", sim.url()}}, options);
@@ -177,7 +177,7 @@ TEST_F(BackendTest, SingleSlotLlamaCppThatAnswersBusyWith503Succeeds) {
   SimThread sim(options);
   backend_defaults_.batching = BatchingMode::kAuto;  // the defaults of sdgd
   backend_defaults_.in_flight_mode = InFlightMode::kAuto;
-  backend_defaults_.max_attempts = 1;  // any 503 would fail the job
+  backend_defaults_.retry.max_attempts = 1;  // any 503 would fail the job
   StartServer({{"sim", sim.url()}});
   v1::GenerateJobRequest request = Request(40);
   request.set_num_workers(32);
@@ -242,7 +242,7 @@ TEST_F(BackendTest, BatchingForcedOffSendsOneRequestPerRow) {
 
 TEST_F(BackendTest, PoolWithADeadEndpointServesThroughTheLiveOne) {
   SimThread sim;
-  backend_defaults_.eject_after_failures = 2;
+  backend_defaults_.pool.eject_after_failures = 2;
   StartServer({{"sim", sim.url() + ",http://127.0.0.1:1/v1"}});
 
   ExpectAllRows(Run(Request(100)), 100);
@@ -256,8 +256,8 @@ TEST_F(BackendTest, EjectedEndpointComesBackAfterItsCooldown) {
   // A port with nothing behind it yet; llmsim starts there later.
   llmsim::SimServer::Options late_options;
   late_options.listen = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  backend_defaults_.eject_after_failures = 1;
-  backend_defaults_.eject_cooldown = absl::Milliseconds(200);
+  backend_defaults_.pool.eject_after_failures = 1;
+  backend_defaults_.pool.eject_cooldown = absl::Milliseconds(200);
   StartServer({{"sim", live.url() + ",http://" + late_options.listen + "/v1"}});
   ExpectAllRows(Run(Request(30)), 30);
   ASSERT_EQ(Metric(R"(sdg_backend_endpoints_ejected{backend="sim"})"), 1);
@@ -273,7 +273,7 @@ TEST_F(BackendTest, EjectedEndpointComesBackAfterItsCooldown) {
 }
 
 TEST_F(BackendTest, PoolWithEveryEndpointDownFailsNamingThem) {
-  backend_defaults_.eject_after_failures = 1;
+  backend_defaults_.pool.eject_after_failures = 1;
   StartServer({{"dead", "http://127.0.0.1:1/v1,http://127.0.0.1:2/v1"}});
   v1::GenerateJobRequest request = Request(30);
   request.set_num_workers(1);
@@ -295,14 +295,14 @@ TEST_F(BackendTest, ApiKeyIsSentAndNeverReported) {
   llmsim::SimServer::Options options;
   options.api_key = key;
   SimThread sim(options);
-  backend_defaults_.api_key = key;
+  backend_defaults_.api_key = ApiKey(key);
   StartServer({{"sim", sim.url()}});
   ExpectAllRows(Run(Request(3)), 3);
 
   // A wrong key: llmsim, as OpenAI does, quotes it in its 401 message.
   const std::string wrong = "sk-wrong-fedcba9876543210";
   server_.reset();
-  backend_defaults_.api_key = wrong;
+  backend_defaults_.api_key = ApiKey(wrong);
   StartServer({{"sim", sim.url()}});
   Events events = Run(Request(3));
   ASSERT_EQ(events.Errors().size(), 1u);

@@ -23,44 +23,10 @@
 #include "tests/testing/eventually.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/sim_thread.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg::testing {
-
-// llmsim options with every reply delayed by `latency`.
-inline llmsim::SimServer::Options WithLatency(absl::Duration latency) {
-  llmsim::SimServer::Options options;
-  options.latency_ms = static_cast<int>(absl::ToInt64Milliseconds(latency));
-  return options;
-}
-
-// An llmsim server on its own (owned, joined) thread.
-class SimThread {
- public:
-  explicit SimThread(llmsim::SimServer::Options options = {}) {
-    options.model = "m";
-    server_ = *llmsim::SimServer::Create(options);
-    thread_ = std::thread([this] { server_->Run(); });
-  }
-  ~SimThread() {
-    server_->Stop();
-    thread_.join();
-  }
-  std::string url() const {
-    return "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1";
-  }
-  // llmsim's /stats.
-  nlohmann::json Stats() const {
-    auto body = HttpGet("http://127.0.0.1:" + std::to_string(server_->port()) +
-                        "/stats");
-    EXPECT_TRUE(body.ok()) << body.status();
-    return body.ok() ? nlohmann::json::parse(*body) : nlohmann::json::object();
-  }
-
- private:
-  std::unique_ptr<llmsim::SimServer> server_;
-  std::thread thread_;
-};
 
 // Threads of this process named `name` (sdgd names its own: sdg-worker,
 // sdg-http); gRPC's pool grows and shrinks on its own and is not counted.
@@ -186,7 +152,7 @@ class ServiceFixture : public ::testing::Test {
   static BackendOptions DefaultBackendOptions() {
     BackendOptions backend;
     backend.batching = BatchingMode::kOff;
-    backend.initial_backoff = absl::Milliseconds(10);
+    backend.retry.initial_backoff = absl::Milliseconds(10);
     return backend;
   }
 

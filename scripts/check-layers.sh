@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Fails when a source file includes a header of a layer it may not use, so
+# that the folder tree keeps reading as DESIGN.md's data flow:
+#   api -> scheduling -> jobs;  scheduling -> backend -> http;  api -> jobs;
+#   observability and base are usable from every layer of sdgd; jobs and
+#   backend know nothing of each other, nor of scheduling or api.
+# The build runs it (target check_layers), so a wrong-way include fails
+# `cmake --build`.  Usage: scripts/check-layers.sh [SOURCE_ROOT]
+set -euo pipefail
+root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+cd "$root"
+
+# FOLDER: the project folders its files may include from. Headers from
+# outside the project (absl/, grpcpp/, sdg/v1/ generated code...) are not
+# checked. More specific folders come first.
+rules=(
+  "base/:base/"
+  "server/observability/:base/ server/observability/"
+  "server/http/:base/ server/http/"
+  "server/backend/:base/ server/observability/ server/http/ server/backend/"
+  "server/jobs/:base/ server/observability/ server/jobs/"
+  "server/scheduling/:base/ server/observability/ server/jobs/ server/backend/ server/scheduling/"
+  "server/api/:base/ server/observability/ server/jobs/ server/scheduling/ server/api/"
+  "server/:base/ server/"
+  "client/:base/ client/"
+  "tests/llmsim/:base/ tests/llmsim/"
+)
+# Include prefixes that name project folders (anything else is external).
+project_prefixes="base/ server/ client/ tests/ bench/"
+
+allowed_for() {
+  local file=$1 rule
+  for rule in "${rules[@]}"; do
+    if [[ $file == "${rule%%:*}"* ]]; then
+      echo "${rule#*:}"
+      return
+    fi
+  done
+}
+
+is_project_include() {
+  local header=$1 prefix
+  for prefix in $project_prefixes; do
+    [[ $header == "$prefix"* ]] && return 0
+  done
+  return 1
+}
+
+violations=0
+while IFS= read -r file; do
+  allowed=$(allowed_for "$file")
+  [ -n "$allowed" ] || continue
+  while IFS=: read -r line header; do
+    is_project_include "$header" || continue
+    ok=0
+    for prefix in $allowed; do
+      if [[ $header == "$prefix"* ]]; then ok=1; break; fi
+    done
+    if [ $ok = 0 ]; then
+      echo "$file:$line: includes \"$header\", but ${file%/*}/ may include only: $allowed" >&2
+      violations=$((violations + 1))
+    fi
+  done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" |
+           sed 's/^\([0-9]*\):.*"\([^"]*\)".*/\1:\2/')
+done < <(find base server client tests/llmsim -name '*.h' -o -name '*.cc' | sort)
+
+if [ $violations -gt 0 ]; then
+  echo "check-layers: $violations include(s) climb a layer; see DESIGN.md's Layout" >&2
+  exit 1
+fi
+echo "check-layers: every include follows the layers"

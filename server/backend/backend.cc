@@ -1,0 +1,330 @@
+#include "server/backend/backend.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "server/backend/openai_protocol.h"
+
+namespace sdg {
+namespace {
+
+const char* BatchingName(bool batching) { return batching ? "on" : "off"; }
+
+ConcurrencyLimit InitialLimit(const BackendOptions& options) {
+  return options.in_flight_mode == InFlightMode::kAdaptive
+             ? ConcurrencyLimit::MakeAdaptive(options.adaptive)
+             : ConcurrencyLimit::Fixed(options.max_in_flight);
+}
+
+ServerDetector::Options DetectorOptions(const BackendOptions& options) {
+  ServerDetector::Options detector;
+  detector.base_urls = options.base_urls;
+  detector.headers = options.api_key.AuthorizationHeaders();
+  detector.timeout = options.detect_timeout;
+  return detector;
+}
+
+}  // namespace
+
+Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
+    : options_(std::move(options)),
+      http_(http),
+      metrics_(metrics.ForBackend(options_.name,
+                                  static_cast<int>(options_.base_urls.size()))),
+      retry_policy_(options_.retry),
+      auth_headers_(options_.api_key.AuthorizationHeaders()),
+      pool_(options_.base_urls, InitialLimit(options_), options_.pool),
+      detector_(DetectorOptions(options_), http) {
+  {
+    absl::MutexLock lock(&mu_);
+    ReportLimit();
+    if (!NeedsDetection()) {
+      traits_known_ = true;
+      batching_ = options_.batching == BatchingMode::kOn;
+      return;
+    }
+  }
+  detector_.Start(OnDetected());
+}
+
+Backend::~Backend() {
+  absl::flat_hash_map<uint64_t, TimerService::TimerId> timers;
+  {
+    absl::MutexLock lock(&mu_);
+    // A call left here would never complete: fail loudly in debug builds.
+    assert(calls_.empty());
+    timers.swap(cooldown_timers_);
+  }
+  // Outside mu_: CancelTimer waits for a running callback, which takes it.
+  for (const auto& [key, timer] : timers) http_.CancelTimer(timer);
+}
+
+bool Backend::NeedsDetection() const {
+  return options_.batching == BatchingMode::kAuto ||
+         options_.in_flight_mode == InFlightMode::kAuto;
+}
+
+ServerDetector::Done Backend::OnDetected() {
+  return [this](const ServerTraits& traits) {
+    Completions completions;
+    {
+      absl::MutexLock lock(&mu_);
+      ApplyTraits(traits);
+      Dispatch(completions);
+    }
+    RunCompletions(completions);
+  };
+}
+
+void Backend::ApplyTraits(const ServerTraits& traits) {
+  traits_known_ = true;
+  server_kind_ = traits.kind;
+  if (traits.kind == ServerKind::kUnknown) {
+    Log(LogLevel::kWarning,
+        "backend did not answer /v1/models or /props; using defaults until "
+        "it does",
+        {{"backend", options_.name},
+         {"error", options_.api_key.Redact(traits.error)}});
+  }
+  batching_ =
+      options_.batching == BatchingMode::kOn ||
+      (options_.batching == BatchingMode::kAuto && traits.accepts_prompt_lists);
+  if (options_.in_flight_mode == InFlightMode::kAuto) {
+    pool_.SetFixedLimit(traits.total_slots.value_or(options_.max_in_flight));
+    ReportLimit();
+  }
+  if (traits.kind != ServerKind::kUnknown) {
+    Log(LogLevel::kInfo, "backend detected",
+        {{"backend", options_.name},
+         {"server", std::string(ServerKindName(traits.kind))},
+         {"batching", BatchingName(batching_)},
+         {"max_in_flight_per_endpoint", pool_.first_limit().limit()},
+         {"adaptive", pool_.first_limit().adaptive()}});
+  }
+}
+
+std::optional<bool> Backend::WaitForBatchingDecision(CancellationToken& token) {
+  bool cancelled = false;
+  // Declared before the lock: its destructor may wait for the callback,
+  // which takes mu_.
+  CancellationToken::Registration on_cancel = token.OnCancel([&] {
+    absl::MutexLock lock(&mu_);
+    cancelled = true;
+  });
+  absl::MutexLock lock(&mu_);
+  auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return traits_known_ || cancelled;
+  };
+  mu_.Await(absl::Condition(&decided));
+  if (!traits_known_) return std::nullopt;
+  return batching_;
+}
+
+Backend::CallId Backend::Post(absl::string_view path, std::string json_body,
+                              Done done) {
+  Completions completions;
+  CallId id;
+  bool server_unknown;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_id_++;
+    Call call;
+    call.path = std::string(path);
+    call.body = std::move(json_body);
+    call.done = std::move(done);
+    calls_.emplace(id, std::move(call));
+    queued_.push_back(id);
+    server_unknown = traits_known_ && server_kind_ == ServerKind::kUnknown;
+    Dispatch(completions);
+  }
+  RunCompletions(completions);
+  if (server_unknown && NeedsDetection()) detector_.RetryIfDue(OnDetected());
+  return id;
+}
+
+void Backend::Cancel(CallId id) {
+  Completions completions;
+  TimerService::TimerId backoff = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;
+    Call& call = it->second;
+    call.cancelled = true;
+    if (call.request != 0) {
+      // Its response (CANCELLED) completes the call and frees the slot.
+      http_.Cancel(call.request);
+    } else {
+      // Queued or waiting out a backoff: holds no slot, ends here.
+      if (auto queued = std::find(queued_.begin(), queued_.end(), id);
+          queued != queued_.end()) {
+        queued_.erase(queued);
+      }
+      backoff = call.backoff;
+      Finish(id, {absl::CancelledError("request cancelled"), "", call.attempts},
+             completions);
+    }
+  }
+  // Outside mu_: CancelTimer waits for a running callback, which takes it.
+  if (backoff != 0) http_.CancelTimer(backoff);
+  RunCompletions(completions);
+}
+
+void Backend::Dispatch(Completions& out) {
+  if (!traits_known_) return;  // the first detection is still running
+  const absl::Time now = absl::Now();
+  while (!queued_.empty()) {
+    const CallId id = queued_.front();
+    const int endpoint = pool_.Acquire(calls_.at(id).last_failed_endpoint, now);
+    if (endpoint == EndpointPool::kNoneFree) return;
+    queued_.pop_front();
+    Send(id, endpoint);
+  }
+}
+
+void Backend::Send(CallId id, int endpoint) {
+  Call& call = calls_.at(id);
+  ++call.attempts;
+  call.endpoint = endpoint;
+  metrics_.InFlight(1);
+
+  HttpRequest request;
+  request.url = absl::StrCat(pool_.base_url(endpoint), call.path);
+  request.json_body = call.body;
+  request.headers = auth_headers_;
+  // The id is recorded before the callback can take mu_.
+  call.request =
+      http_.Start(std::move(request), [this, id](HttpResponse response) {
+        OnResponse(id, std::move(response));
+      });
+}
+
+void Backend::OnResponse(CallId id, HttpResponse response) {
+  metrics_.Request(RetryPolicy::OutcomeLabel(response), response.elapsed);
+  response.transport = options_.api_key.Redact(response.transport);
+  Completions completions;
+  {
+    absl::MutexLock lock(&mu_);
+    Call& call = calls_.at(id);
+    call.request = 0;
+    metrics_.InFlight(-1);
+    const int limit_before = pool_.TotalLimit();
+    OnEndpointChange(call.endpoint,
+                     pool_.Release(call.endpoint, response, absl::Now()));
+    if (pool_.TotalLimit() != limit_before) ReportLimit();
+
+    if (call.cancelled) {
+      Finish(id, {absl::CancelledError("request cancelled"), "", call.attempts},
+             completions);
+    } else if (response.transport.ok() && response.http_code >= 200 &&
+               response.http_code < 300) {
+      Finish(id, {absl::OkStatus(), std::move(response.body), call.attempts},
+             completions);
+    } else {
+      call.last_failed_endpoint = call.endpoint;
+      RetryOrFinish(id, response, completions);
+    }
+    Dispatch(completions);  // a slot is free
+  }
+  RunCompletions(completions);
+}
+
+void Backend::OnEndpointChange(int endpoint, EndpointPool::Change change) {
+  switch (change) {
+    case EndpointPool::Change::kNone:
+      return;
+    case EndpointPool::Change::kReturned:
+      metrics_.EndpointsEjected(-1);
+      Log(LogLevel::kInfo, "endpoint back in service",
+          {{"backend", options_.name}, {"endpoint", pool_.base_url(endpoint)}});
+      return;
+    case EndpointPool::Change::kEjected: {
+      metrics_.EndpointsEjected(1);
+      const absl::Duration cooldown = pool_.options().eject_cooldown;
+      Log(LogLevel::kWarning, "endpoint ejected",
+          {{"backend", options_.name},
+           {"endpoint", pool_.base_url(endpoint)},
+           {"consecutive_failures", pool_.consecutive_failures(endpoint)},
+           {"last_error", pool_.last_error(endpoint)},
+           {"cooldown_s", absl::ToDoubleSeconds(cooldown)}});
+      // Queued calls may go to it once the cool-down ends, even if no other
+      // request completes meanwhile to trigger a dispatch.
+      const uint64_t key = next_cooldown_++;
+      cooldown_timers_[key] =
+          http_.RunAfter(cooldown, [this, key] { OnCooldownDone(key); });
+      return;
+    }
+  }
+}
+
+void Backend::OnCooldownDone(uint64_t key) {
+  Completions completions;
+  {
+    absl::MutexLock lock(&mu_);
+    cooldown_timers_.erase(key);
+    Dispatch(completions);
+  }
+  RunCompletions(completions);
+}
+
+void Backend::RetryOrFinish(CallId id, const HttpResponse& response,
+                            Completions& out) {
+  Call& call = calls_.at(id);
+  absl::Status status =
+      response.transport.ok()
+          ? StatusFromHttpError(response.http_code, response.body)
+          : response.transport;
+  status = options_.api_key.Redact(status);
+  if (!retry_policy_.ShouldRetry(response, call.attempts)) {
+    if (RetryPolicy::IsRetryable(response) && pool_.EveryEndpointFailing()) {
+      status = absl::UnavailableError(absl::StrCat(
+          "every endpoint of backend \"", options_.name, "\" is failing: ",
+          pool_.FailureSummary(), "; last error: ", status.message()));
+    }
+    Finish(id, {std::move(status), "", call.attempts}, out);
+    return;
+  }
+  const std::string reason = RetryPolicy::OutcomeLabel(response);
+  metrics_.Retry(reason);
+  const absl::Duration delay =
+      retry_policy_.Backoff(call.attempts, response, random_);
+  Log(LogLevel::kDebug, "backend request retried",
+      {{"backend", options_.name},
+       {"attempt", call.attempts},
+       {"reason", reason},
+       {"delay_s", absl::ToDoubleSeconds(delay)},
+       {"error", std::string(status.message())}});
+  // The id is recorded before the callback can take mu_.
+  call.backoff = http_.RunAfter(delay, [this, id] { OnBackoffDone(id); });
+}
+
+void Backend::OnBackoffDone(CallId id) {
+  Completions completions;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(id);
+    if (it == calls_.end()) return;  // cancelled meanwhile
+    it->second.backoff = 0;
+    queued_.push_front(id);  // a retry goes ahead of new calls
+    Dispatch(completions);
+  }
+  RunCompletions(completions);
+}
+
+void Backend::Finish(CallId id, BackendReply reply, Completions& out) {
+  auto it = calls_.find(id);
+  out.emplace_back(std::move(it->second.done), std::move(reply));
+  calls_.erase(it);
+}
+
+void Backend::RunCompletions(Completions& completions) {
+  for (auto& [done, reply] : completions) done(std::move(reply));
+}
+
+void Backend::ReportLimit() { metrics_.ConcurrencyLimit(pool_.TotalLimit()); }
+
+}  // namespace sdg

@@ -1,0 +1,160 @@
+// A backend configured on the server (--backend NAME=URL[,URL...]): calls
+// queue inside sdgd until an endpoint has room (EndpointPool), failed
+// attempts are retried after a backoff timer on the event loop (RetryPolicy),
+// and what the server can do is asked of it (ServerDetector), never guessed.
+// Post and Cancel never block; a call completes through its callback.
+// WaitForBatchingDecision is the one call that blocks, a worker, until the
+// first detection has ended.
+#ifndef SDG_SERVER_BACKEND_BACKEND_H_
+#define SDG_SERVER_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/cancellation_token.h"
+#include "server/backend/api_key.h"
+#include "server/backend/concurrency_limit.h"
+#include "server/backend/endpoint_pool.h"
+#include "server/backend/retry_policy.h"
+#include "server/backend/server_detector.h"
+#include "server/http/http_client.h"
+#include "server/observability/metrics.h"
+
+namespace sdg {
+
+enum class BatchingMode { kAuto, kOn, kOff };
+enum class InFlightMode {
+  kAuto,      // llama.cpp's slot count when /props says, else max_in_flight
+  kFixed,     // max_in_flight
+  kAdaptive,  // an AIMD limit (concurrency_limit.h)
+};
+
+struct BackendOptions {
+  std::string name;
+  // OpenAI base URLs, each ending in /v1 (no trailing slash).
+  std::vector<std::string> base_urls;
+  // kOn: a shard's prompts go as one /completions request (vLLM).
+  BatchingMode batching = BatchingMode::kAuto;
+  // Requests in flight per endpoint.
+  InFlightMode in_flight_mode = InFlightMode::kAuto;
+  int max_in_flight = 256;
+  ConcurrencyLimit::Adaptive adaptive;
+  RetryPolicy::Options retry;
+  EndpointPool::Options pool;
+  absl::Duration detect_timeout = absl::Seconds(10);
+  ApiKey api_key;
+};
+
+struct BackendReply {
+  // OK for a 2xx reply; otherwise why the last attempt failed.
+  absl::Status status;
+  std::string body;
+  int attempts = 0;
+};
+
+class Backend {
+ public:
+  using CallId = uint64_t;
+  // Runs on the HTTP event loop thread: quick, never blocking.
+  using Done = absl::AnyInvocable<void(BackendReply)>;
+
+  // Starts detecting the server when batching or the in-flight limit is
+  // kAuto; calls queue until the first detection ends.
+  Backend(BackendOptions options, HttpClient& http, Metrics& metrics);
+  // Every call must have completed (jobs end before backends go).
+  ~Backend();
+
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  const std::string& name() const { return options_.name; }
+
+  // Whether to send a shard's prompts as one request. Blocks the calling
+  // worker until the first detection has ended; nullopt if `token` fires
+  // first.
+  std::optional<bool> WaitForBatchingDecision(CancellationToken& token);
+
+  // POSTs `json_body` to an endpoint's base URL + `path`; retries what is
+  // worth retrying.
+  CallId Post(absl::string_view path, std::string json_body, Done done);
+  // The call completes with CANCELLED unless it already completed.
+  void Cancel(CallId id);
+
+ private:
+  struct Call {
+    std::string path;
+    std::string body;
+    Done done;
+    int attempts = 0;
+    HttpClient::RequestId request = 0;       // the attempt in flight, if any
+    TimerService::TimerId backoff = 0;       // the backoff timer, if waiting
+    int endpoint = EndpointPool::kNoneFree;  // of the attempt in flight
+    int last_failed_endpoint = EndpointPool::kNoneFree;
+    bool cancelled = false;
+  };
+  // Callbacks collected under mu_ and run after it is released.
+  using Completions = std::vector<std::pair<Done, BackendReply>>;
+
+  // Batching or the in-flight limit is kAuto.
+  bool NeedsDetection() const;
+  ServerDetector::Done OnDetected();
+  void ApplyTraits(const ServerTraits& traits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Sends queued calls while an endpoint has room.
+  void Dispatch(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(CallId id, int endpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnResponse(CallId id, HttpResponse response);
+  void OnEndpointChange(int endpoint, EndpointPool::Change change)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a failed attempt: a backoff timer, or the end of the call.
+  void RetryOrFinish(CallId id, const HttpResponse& response, Completions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnBackoffDone(CallId id);
+  // An ejected endpoint's cool-down ended: it may take its trial request.
+  void OnCooldownDone(uint64_t key);
+  void Finish(CallId id, BackendReply reply, Completions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReportLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void RunCompletions(Completions& completions);
+
+  const BackendOptions options_;
+  HttpClient& http_;
+  Metrics::BackendSeries metrics_;
+  const RetryPolicy retry_policy_;
+  // Sent with every request: the API key's Authorization header, if any.
+  const std::vector<std::string> auth_headers_;
+
+  mutable absl::Mutex mu_;
+  EndpointPool pool_ ABSL_GUARDED_BY(mu_);
+  CallId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<CallId, Call> calls_ ABSL_GUARDED_BY(mu_);
+  std::deque<CallId> queued_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen random_ ABSL_GUARDED_BY(mu_);
+  // Cool-down timers by a key of ours, known before the timer exists.
+  absl::flat_hash_map<uint64_t, TimerService::TimerId> cooldown_timers_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_cooldown_ ABSL_GUARDED_BY(mu_) = 0;
+  // Calls wait until the first detection has ended.
+  bool traits_known_ ABSL_GUARDED_BY(mu_) = false;
+  bool batching_ ABSL_GUARDED_BY(mu_) = false;
+  ServerKind server_kind_ ABSL_GUARDED_BY(mu_) = ServerKind::kUnknown;
+
+  // Last: destroyed first, waiting for its callbacks, which use the above.
+  ServerDetector detector_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_BACKEND_BACKEND_H_

@@ -1,0 +1,59 @@
+// The OpenAI-compatible wire format: request bodies for /completions and
+// /chat/completions, and parsing of their replies and error bodies. Pure
+// functions; the transport lives in http_client.h.
+#ifndef SDG_SERVER_BACKEND_OPENAI_PROTOCOL_H_
+#define SDG_SERVER_BACKEND_OPENAI_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "sdg/v1/generation.pb.h"
+
+namespace sdg {
+
+inline constexpr absl::string_view kCompletionsPath = "/completions";
+inline constexpr absl::string_view kChatCompletionsPath = "/chat/completions";
+
+// A /completions body for one or more prompts. With several prompts the reply
+// holds prompts.size() * n choices, index = prompt_index * n + sample_index
+// (vLLM's order).
+std::string BuildCompletionsBody(const v1::Block& block,
+                                 const std::vector<std::string>& prompts);
+
+// A /chat/completions body: the block's system prompt, then `prompt` as the
+// user message.
+std::string BuildChatBody(const v1::Block& block, absl::string_view prompt);
+
+struct Choice {
+  std::string text;
+  std::string finish_reason;
+};
+
+struct Completion {
+  // choices[i] is the choice whose index is i.
+  std::vector<Choice> choices;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// Parses a 2xx reply. Fails with DATA_LOSS when the body is not JSON or lacks
+// `choices`, or when the choice indexes are not exactly 0..expected_choices-1;
+// the message says what was wrong.
+absl::StatusOr<Completion> ParseCompletionsReply(absl::string_view body,
+                                                 int expected_choices);
+absl::StatusOr<Completion> ParseChatReply(absl::string_view body,
+                                          int expected_choices);
+
+// The status for a non-2xx reply: the code follows the HTTP status and the
+// message carries the backend's own error message when the body has one
+// (OpenAI's {"error":{"message":...}}, or a plain {"message":...}).
+absl::Status StatusFromHttpError(long http_code, absl::string_view body);
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_BACKEND_OPENAI_PROTOCOL_H_

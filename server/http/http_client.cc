@@ -1,0 +1,439 @@
+#include "server/http/http_client.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace sdg {
+
+using CurlHandle = std::unique_ptr<CURL, decltype(&curl_easy_cleanup)>;
+using CurlHeaders = std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)>;
+
+struct HttpClient::Transfer {
+  explicit Transfer(CURL* handle)
+      : easy(handle, &curl_easy_cleanup),
+        headers(nullptr, &curl_slist_free_all) {}
+
+  RequestId id = 0;
+  CurlHandle easy;
+  CurlHeaders headers;
+  HttpRequest request;  // keeps the POST body alive for libcurl
+  DoneCallback done;
+  HttpResponse response;
+  absl::Time started;
+  char error[CURL_ERROR_SIZE] = {};  // libcurl's specific error message
+};
+
+namespace {
+
+size_t OnBody(char* data, size_t size, size_t count, void* user) {
+  static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+  auto* response = static_cast<HttpResponse*>(user);
+  absl::string_view line(data, size * count);
+  size_t colon = line.find(':');
+  if (colon != absl::string_view::npos) {
+    absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
+    absl::string_view value =
+        absl::StripAsciiWhitespace(line.substr(colon + 1));
+    double number = 0;
+    if (absl::EqualsIgnoreCase(name, "retry-after-ms") &&
+        absl::SimpleAtod(value, &number) && number >= 0) {
+      response->retry_after = absl::Milliseconds(number);
+    } else if (absl::EqualsIgnoreCase(name, "retry-after") &&
+               !response->retry_after.has_value() &&
+               absl::SimpleAtod(value, &number) && number >= 0) {
+      response->retry_after = absl::Seconds(number);
+    }
+  }
+  return size * count;
+}
+
+absl::Status TransportStatus(CURLcode code, const char* error_buffer) {
+  std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer)
+                                               : curl_easy_strerror(code);
+  switch (code) {
+    case CURLE_OK:
+      return absl::OkStatus();
+    case CURLE_OPERATION_TIMEDOUT:
+      return absl::DeadlineExceededError(detail);
+    default:
+      return absl::UnavailableError(detail);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
+    const Options& options) {
+  CURLM* multi = curl_multi_init();
+  if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
+  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.fd = wake_fd;
+  if (epoll_fd < 0 || wake_fd < 0 ||
+      epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &wake) != 0) {
+    if (epoll_fd >= 0) close(epoll_fd);
+    if (wake_fd >= 0) close(wake_fd);
+    curl_multi_cleanup(multi);
+    return absl::InternalError("cannot set up epoll for the HTTP client");
+  }
+  return std::unique_ptr<HttpClient>(
+      new HttpClient(options, multi, epoll_fd, wake_fd));
+}
+
+HttpClient::HttpClient(const Options& options, CURLM* multi, int epoll_fd,
+                       int wake_fd)
+    : options_(options), multi_(multi), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {
+  // libcurl says which sockets to watch and when its next timeout is; the
+  // loop waits on epoll and tells libcurl only about sockets that are ready,
+  // so the cost of a wakeup does not grow with the requests in flight.
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &HttpClient::OnSocket);
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+  loop_ = std::thread([this] { Loop(); });
+  pthread_setname_np(loop_.native_handle(), "sdg-http");
+}
+
+HttpClient::~HttpClient() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  Wake();
+  loop_.join();
+  for (CURL* handle : idle_handles_) curl_easy_cleanup(handle);
+  curl_multi_cleanup(multi_);
+  close(epoll_fd_);
+  close(wake_fd_);
+}
+
+void HttpClient::Wake() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+int HttpClient::OnSocket(CURL*, curl_socket_t socket, int what, void* self,
+                         void*) {
+  int epoll_fd = static_cast<HttpClient*>(self)->epoll_fd_;
+  if (what == CURL_POLL_REMOVE) {
+    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, socket, nullptr);
+    return 0;
+  }
+  epoll_event event{};
+  event.data.fd = socket;
+  event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
+                 ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+  if (epoll_ctl(epoll_fd, EPOLL_CTL_MOD, socket, &event) != 0 &&
+      errno == ENOENT) {
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, socket, &event);
+  }
+  return 0;
+}
+
+int HttpClient::OnTimer(CURLM*, long timeout_ms, void* self) {
+  static_cast<HttpClient*>(self)->curl_deadline_ =
+      timeout_ms < 0 ? absl::InfiniteFuture()
+                     : absl::Now() + absl::Milliseconds(timeout_ms);
+  return 0;
+}
+
+HttpClient::RequestId HttpClient::Start(HttpRequest request,
+                                        DoneCallback done) {
+  RequestId id;
+  bool wake;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_id_++;
+    // The loop takes the whole queue at once: one wakeup per batch.
+    wake = to_start_.empty();
+    to_start_.push_back({id, std::move(request), std::move(done)});
+  }
+  if (wake) Wake();
+  return id;
+}
+
+void HttpClient::Cancel(RequestId id) {
+  bool wake;
+  {
+    absl::MutexLock lock(&mu_);
+    wake = to_cancel_.empty();
+    to_cancel_.push_back(id);
+  }
+  if (wake) Wake();
+}
+
+TimerService::TimerId HttpClient::RunAfter(
+    absl::Duration delay, absl::AnyInvocable<void()> callback) {
+  TimerId id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = next_timer_id_++;
+    absl::Time due = absl::Now() + delay;
+    timers_.emplace(id, Timer{due, std::move(callback)});
+    timer_queue_.push({due, id});
+  }
+  Wake();  // the loop may be sleeping past `due`
+  return id;
+}
+
+void HttpClient::CancelTimer(TimerId id) {
+  absl::MutexLock lock(&mu_);
+  timers_.erase(id);
+  if (std::this_thread::get_id() == loop_.get_id()) return;
+  if (running_timer_ != id) return;
+  auto not_running = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return running_timer_ != id;
+  };
+  ++cancels_waiting_;
+  mu_.Await(absl::Condition(&not_running));
+  --cancels_waiting_;
+}
+
+bool HttpClient::AwaitCancelTimerWaitingForTesting(absl::Duration bound) {
+  absl::MutexLock lock(&mu_);
+  auto waiting = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return cancels_waiting_ > 0;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&waiting), bound);
+}
+
+void HttpClient::StartTransfer(Submitted submitted) {
+  CURL* handle = nullptr;
+  if (idle_handles_.empty()) {
+    handle = curl_easy_init();
+  } else {
+    handle = idle_handles_.back();
+    idle_handles_.pop_back();
+  }
+  auto transfer = std::make_unique<Transfer>(handle);
+  transfer->id = submitted.id;
+  transfer->request = std::move(submitted.request);
+  transfer->done = std::move(submitted.done);
+  CURL* easy = transfer->easy.get();
+  const HttpRequest& request = transfer->request;
+
+  for (const std::string& header : request.headers) {
+    transfer->headers.reset(
+        curl_slist_append(transfer->headers.release(), header.c_str()));
+  }
+  if (request.json_body.has_value()) {
+    transfer->headers.reset(curl_slist_append(
+        transfer->headers.release(), "Content-Type: application/json"));
+  }
+  // Without this, libcurl waits for "100 Continue" on bodies over 1 KiB.
+  transfer->headers.reset(
+      curl_slist_append(transfer->headers.release(), "Expect:"));
+
+  CURLcode rc = CURLE_OK;
+  auto set = [&](CURLoption option, auto value) {
+    if (rc == CURLE_OK) rc = curl_easy_setopt(easy, option, value);
+  };
+  set(CURLOPT_URL, request.url.c_str());
+  set(CURLOPT_NOSIGNAL, 1L);
+  set(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  set(CURLOPT_HTTPHEADER, transfer->headers.get());
+  set(CURLOPT_CONNECTTIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(options_.connect_timeout)));
+  set(CURLOPT_TIMEOUT_MS,
+      static_cast<long>(absl::ToInt64Milliseconds(
+          request.timeout.value_or(options_.request_timeout))));
+  set(CURLOPT_WRITEFUNCTION, &OnBody);
+  set(CURLOPT_WRITEDATA, &transfer->response.body);
+  set(CURLOPT_HEADERFUNCTION, &OnHeader);
+  set(CURLOPT_HEADERDATA, &transfer->response);
+  set(CURLOPT_PRIVATE, transfer.get());
+  set(CURLOPT_ERRORBUFFER, transfer->error);
+  set(CURLOPT_TCP_NODELAY, 1L);
+  if (request.json_body.has_value()) {
+    set(CURLOPT_POST, 1L);
+    set(CURLOPT_POSTFIELDS, request.json_body->data());
+    set(CURLOPT_POSTFIELDSIZE_LARGE,
+        static_cast<curl_off_t>(request.json_body->size()));
+  }
+  if (rc != CURLE_OK) {
+    HttpResponse response;
+    response.transport = absl::InternalError(
+        absl::StrCat("curl_easy_setopt failed: ", curl_easy_strerror(rc)));
+    transfer->done(std::move(response));
+    return;
+  }
+  if (CURLMcode mrc = curl_multi_add_handle(multi_, easy); mrc != CURLM_OK) {
+    HttpResponse response;
+    response.transport = absl::InternalError(absl::StrCat(
+        "curl_multi_add_handle failed: ", curl_multi_strerror(mrc)));
+    transfer->done(std::move(response));
+    return;
+  }
+  transfer->started = absl::Now();
+  transfers_.emplace(transfer->id, std::move(transfer));
+}
+
+void HttpClient::FinishTransfer(RequestId id, HttpResponse response) {
+  auto it = transfers_.find(id);
+  if (it == transfers_.end()) return;
+  std::unique_ptr<Transfer> transfer = std::move(it->second);
+  transfers_.erase(it);
+  curl_multi_remove_handle(multi_, transfer->easy.get());
+  // Reused: a fresh easy handle per request costs allocations and setup.
+  if (idle_handles_.size() < kMaxIdleHandles) {
+    curl_easy_reset(transfer->easy.get());
+    idle_handles_.push_back(transfer->easy.release());
+  }
+  response.elapsed = absl::Now() - transfer->started;
+  transfer->done(std::move(response));
+}
+
+void HttpClient::CompleteFinishedTransfers() {
+  int remaining = 0;
+  while (CURLMsg* message = curl_multi_info_read(multi_, &remaining)) {
+    if (message->msg != CURLMSG_DONE) continue;
+    Transfer* transfer = nullptr;
+    curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &transfer);
+    HttpResponse response = std::move(transfer->response);
+    CURLcode code = message->data.result;
+    response.transport = TransportStatus(code, transfer->error);
+    if (code == CURLE_OK) {
+      curl_easy_getinfo(message->easy_handle, CURLINFO_RESPONSE_CODE,
+                        &response.http_code);
+    } else {
+      response.body.clear();
+      response.transport =
+          absl::Status(response.transport.code(),
+                       absl::StrCat(response.transport.message(), " (",
+                                    transfer->request.url, ")"));
+    }
+    FinishTransfer(transfer->id, std::move(response));
+  }
+}
+
+int HttpClient::PollTimeoutMs() {
+  constexpr int kIdleMs = 1000;
+  absl::Time next = curl_deadline_;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!timer_queue_.empty()) next = std::min(next, timer_queue_.top().due);
+  }
+  if (next == absl::InfiniteFuture()) return kIdleMs;
+  absl::Duration until = next - absl::Now();
+  return static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(absl::Ceil(until, absl::Milliseconds(1))), 0,
+      kIdleMs));
+}
+
+bool HttpClient::TakeSubmittedWork() {
+  std::vector<Submitted> to_start;
+  std::vector<RequestId> to_cancel;
+  bool stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    to_start.swap(to_start_);
+    to_cancel.swap(to_cancel_);
+    stopping = stopping_;
+  }
+  for (Submitted& submitted : to_start) StartTransfer(std::move(submitted));
+  for (RequestId id : to_cancel) {
+    HttpResponse response;
+    response.transport = absl::CancelledError("request cancelled");
+    FinishTransfer(id, std::move(response));
+  }
+  return !stopping;
+}
+
+void HttpClient::RunDueTimers() {
+  const absl::Time now = absl::Now();
+  while (true) {
+    absl::AnyInvocable<void()> callback;
+    {
+      absl::MutexLock lock(&mu_);
+      running_timer_ = 0;
+      while (!timer_queue_.empty() &&
+             !timers_.contains(timer_queue_.top().id)) {
+        timer_queue_.pop();  // cancelled
+      }
+      if (timer_queue_.empty() || timer_queue_.top().due > now) return;
+      TimerId id = timer_queue_.top().id;
+      timer_queue_.pop();
+      auto it = timers_.find(id);
+      callback = std::move(it->second.callback);
+      timers_.erase(it);
+      running_timer_ = id;
+    }
+    callback();
+  }
+}
+
+void HttpClient::WaitForSocketsAndDriveCurl() {
+  constexpr int kMaxEvents = 256;
+  epoll_event events[kMaxEvents];
+  int ready = epoll_wait(epoll_fd_, events, kMaxEvents, PollTimeoutMs());
+  int running = 0;
+  for (int i = 0; i < ready; ++i) {
+    if (events[i].data.fd == wake_fd_) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
+      continue;
+    }
+    int flags = 0;
+    if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
+    if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+    if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
+    curl_multi_socket_action(multi_, events[i].data.fd, flags, &running);
+  }
+  if (absl::Now() >= curl_deadline_) {
+    curl_deadline_ = absl::InfiniteFuture();  // OnTimer may set it again
+    curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+  }
+}
+
+void HttpClient::Loop() {
+  while (TakeSubmittedWork()) {
+    RunDueTimers();
+    WaitForSocketsAndDriveCurl();
+    CompleteFinishedTransfers();
+  }
+  AbortEverythingLeft();
+}
+
+void HttpClient::AbortEverythingLeft() {
+  // Nothing may be left waiting for a callback: requests complete with
+  // CANCELLED, timers that have not run are dropped.
+  std::vector<Submitted> never_started;
+  absl::flat_hash_map<TimerId, Timer> dropped_timers;  // destroyed unlocked
+  {
+    absl::MutexLock lock(&mu_);
+    never_started.swap(to_start_);
+    dropped_timers.swap(timers_);
+  }
+  for (Submitted& submitted : never_started) {
+    HttpResponse response;
+    response.transport = absl::CancelledError("HTTP client is shutting down");
+    submitted.done(std::move(response));
+  }
+  std::vector<RequestId> unfinished;
+  for (const auto& [id, transfer] : transfers_) unfinished.push_back(id);
+  for (RequestId id : unfinished) {
+    HttpResponse response;
+    response.transport = absl::CancelledError("HTTP client is shutting down");
+    FinishTransfer(id, std::move(response));
+  }
+}
+
+}  // namespace sdg

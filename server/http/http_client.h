@@ -1,0 +1,157 @@
+// An HTTP/1.1 client on one libcurl multi event loop (curl_multi_socket_action
+// on epoll): one thread drives every transfer and every timer, connections are
+// kept alive and reused across requests and jobs, and a request can be
+// cancelled at once from any thread. Start, Cancel, RunAfter and CancelTimer
+// never block on the network.
+#ifndef SDG_SERVER_HTTP_HTTP_CLIENT_H_
+#define SDG_SERVER_HTTP_HTTP_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/timer_service.h"
+
+typedef void CURLM;
+typedef void CURL;
+typedef int curl_socket_t;
+
+namespace sdg {
+
+struct HttpRequest {
+  std::string url;
+  // Sent as a POST with Content-Type: application/json when set; a GET
+  // otherwise.
+  std::optional<std::string> json_body;
+  // Extra "Name: value" header lines.
+  std::vector<std::string> headers;
+  // Replaces Options::request_timeout for this request when set.
+  std::optional<absl::Duration> timeout;
+};
+
+struct HttpResponse {
+  // OK when an HTTP reply arrived, whatever its status code. Otherwise
+  // UNAVAILABLE (connection failed or reset), DEADLINE_EXCEEDED (timeout) or
+  // CANCELLED.
+  absl::Status transport;
+  long http_code = 0;
+  std::string body;
+  // From Retry-After (seconds) or retry-after-ms, when the reply had one.
+  std::optional<absl::Duration> retry_after;
+  // From the start of the transfer to its end.
+  absl::Duration elapsed;
+};
+
+class HttpClient final : public TimerService {
+ public:
+  struct Options {
+    absl::Duration connect_timeout = absl::Seconds(5);
+    absl::Duration request_timeout = absl::Seconds(600);
+  };
+  using RequestId = uint64_t;
+  // Runs on the event loop thread: it must be quick and must not block.
+  using DoneCallback = absl::AnyInvocable<void(HttpResponse)>;
+
+  static absl::StatusOr<std::unique_ptr<HttpClient>> Create(
+      const Options& options);
+  // Completes every unfinished request with CANCELLED, drops the timers that
+  // have not run, then stops the loop.
+  ~HttpClient() override;
+
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  RequestId Start(HttpRequest request, DoneCallback done);
+  // Aborts the request: its callback runs with CANCELLED unless it already
+  // completed. Unknown or finished ids are ignored.
+  void Cancel(RequestId id);
+
+  // Timers on the event loop thread (retry backoff, endpoint return, job
+  // timeouts); see TimerService.
+  TimerId RunAfter(absl::Duration delay,
+                   absl::AnyInvocable<void()> callback) override;
+  void CancelTimer(TimerId id) override;
+  // Blocks until a CancelTimer call is waiting for a running callback, or
+  // `bound` passes; true in the first case. For tests of that wait.
+  bool AwaitCancelTimerWaitingForTesting(absl::Duration bound);
+
+ private:
+  struct Transfer;
+  struct Submitted {
+    RequestId id;
+    HttpRequest request;
+    DoneCallback done;
+  };
+  struct Timer {
+    absl::Time due;
+    absl::AnyInvocable<void()> callback;
+  };
+  // A min-heap entry; a cancelled timer's entry stays until it surfaces.
+  struct TimerDue {
+    absl::Time due;
+    TimerId id;
+    bool operator>(const TimerDue& other) const { return due > other.due; }
+  };
+
+  HttpClient(const Options& options, CURLM* multi, int epoll_fd, int wake_fd);
+  void Wake();
+  // libcurl's socket and timer callbacks (curl_multi_socket_action).
+  static int OnSocket(CURL* easy, curl_socket_t socket, int what, void* self,
+                      void* socket_data);
+  static int OnTimer(CURLM* multi, long timeout_ms, void* self);
+
+  // The loop thread: Loop() repeats these steps until the client stops.
+  void Loop();
+  // Starts what Start() queued and aborts what Cancel() asked for; false
+  // once the client is stopping.
+  bool TakeSubmittedWork();
+  void StartTransfer(Submitted submitted);
+  void RunDueTimers();
+  void WaitForSocketsAndDriveCurl();
+  void CompleteFinishedTransfers();
+  // Removes the transfer from libcurl, keeps its handle for reuse, and runs
+  // its callback with `response`. Unknown ids (already finished) are ignored.
+  void FinishTransfer(RequestId id, HttpResponse response);
+  void AbortEverythingLeft();
+  int PollTimeoutMs();
+
+  const Options options_;
+  CURLM* const multi_;
+  const int epoll_fd_;
+  const int wake_fd_;  // an eventfd: Start, Cancel and RunAfter wake the loop
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<Submitted> to_start_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> to_cancel_ ABSL_GUARDED_BY(mu_);
+  TimerId next_timer_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<TimerId, Timer> timers_ ABSL_GUARDED_BY(mu_);
+  std::priority_queue<TimerDue, std::vector<TimerDue>, std::greater<>>
+      timer_queue_ ABSL_GUARDED_BY(mu_);
+  // The timer whose callback runs now (0: none), for CancelTimer to wait on.
+  TimerId running_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancels_waiting_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Owned by the loop thread alone.
+  absl::flat_hash_map<RequestId, std::unique_ptr<Transfer>> transfers_;
+  absl::Time curl_deadline_ = absl::InfiniteFuture();  // from OnTimer
+  static constexpr size_t kMaxIdleHandles = 1024;
+  std::vector<CURL*> idle_handles_;  // easy handles to reuse
+
+  std::thread loop_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_HTTP_HTTP_CLIENT_H_

@@ -1,0 +1,57 @@
+// A validated GenerateJob request with every default applied. Immutable once
+// built; shared by the job's shards.
+#ifndef SDG_SERVER_JOBS_JOB_SPEC_H_
+#define SDG_SERVER_JOBS_JOB_SPEC_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "sdg/v1/generation.pb.h"
+#include "server/jobs/prompt_template.h"
+
+namespace sdg {
+
+struct JobSpec {
+  std::string job_id;
+  // output_column, n and backend filled in: block.backend() names a backend
+  // this server has, which the shard runner resolves.
+  v1::Block block;
+  std::vector<google::protobuf::Struct> rows;
+  PromptTemplate prompt_template;
+  int batch_size = 0;
+  int num_workers = 0;
+  v1::ErrorPolicy error_policy = v1::ERROR_POLICY_CONTINUE;
+  std::optional<absl::Duration> timeout;
+};
+
+struct ValidationLimits {
+  int max_batch_size = 4096;
+  int max_num_workers = 1024;
+  int max_samples_per_row = 128;
+  // num_workers == 0 means min(32, cpus + 4), as Python's ThreadPoolExecutor.
+  int default_num_workers = 8;
+};
+
+// min(32, CPUs + 4).
+int DefaultNumWorkers();
+
+// The backends this server has, by name; the first serves blocks that name
+// none.
+using BackendNames = std::vector<std::string>;
+
+// Checks everything that can be checked before any backend request. Errors
+// are INVALID_ARGUMENT with the field's path and the reason, e.g.
+// `block.prompt_template: column "question" is missing from row 3`.
+absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
+                                        const BackendNames& backends,
+                                        const ValidationLimits& limits);
+
+// A job id made by the server: 16 hex digits.
+std::string NewJobId();
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_JOBS_JOB_SPEC_H_

@@ -1,0 +1,196 @@
+#include "server/observability/metrics.h"
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
+
+namespace sdg {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+// 5 ms .. 600 s: from a cached reply on loopback to the longest request
+// timeout.
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+          2.5,   5,    10,    30,   60,  120,  300, 600};
+}
+
+}  // namespace
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      jobs_active_(BuildGauge()
+                       .Name("sdg_jobs_active")
+                       .Help("Jobs running now.")
+                       .Register(*registry_)
+                       .Add({})),
+      jobs_queued_(BuildGauge()
+                       .Name("sdg_jobs_queued")
+                       .Help("Jobs admitted and waiting for a run slot.")
+                       .Register(*registry_)
+                       .Add({})),
+      jobs_total_(BuildCounter()
+                      .Name("sdg_jobs_total")
+                      .Help("Jobs that ended, by final state.")
+                      .Register(*registry_)),
+      shards_total_(BuildCounter()
+                        .Name("sdg_shards_total")
+                        .Help("Shards that ended, by outcome.")
+                        .Register(*registry_)),
+      rows_total_(BuildCounter()
+                      .Name("sdg_rows_total")
+                      .Help("Input rows that ended, by outcome.")
+                      .Register(*registry_)),
+      shards_queued_(BuildGauge()
+                         .Name("sdg_shards_queued")
+                         .Help("Shards of running jobs not yet started.")
+                         .Register(*registry_)
+                         .Add({})),
+      workers_busy_(BuildGauge()
+                        .Name("sdg_workers_busy")
+                        .Help("Workers running a shard now.")
+                        .Register(*registry_)
+                        .Add({})),
+      workers_(BuildGauge()
+                   .Name("sdg_workers")
+                   .Help("Workers in the pool (--max_workers).")
+                   .Register(*registry_)
+                   .Add({})),
+      stream_stalls_total_(
+          BuildCounter()
+              .Name("sdg_stream_stalls_total")
+              .Help("Times a job stopped taking new shards because its "
+                    "caller was not reading events fast enough.")
+              .Register(*registry_)
+              .Add({})),
+      shard_duration_seconds_(BuildHistogram()
+                                  .Name("sdg_shard_duration_seconds")
+                                  .Help("Time from a shard's start to its end.")
+                                  .Register(*registry_)
+                                  .Add({}, LatencyBuckets())),
+      backend_requests_total_(
+          BuildCounter()
+              .Name("sdg_backend_requests_total")
+              .Help("HTTP requests to backends that ended, by HTTP status or "
+                    "transport error.")
+              .Register(*registry_)),
+      backend_request_duration_seconds_(
+          BuildHistogram()
+              .Name("sdg_backend_request_duration_seconds")
+              .Help("Time from sending a backend request to its reply.")
+              .Register(*registry_)),
+      backend_in_flight_(BuildGauge()
+                             .Name("sdg_backend_in_flight")
+                             .Help("Backend HTTP requests in flight now.")
+                             .Register(*registry_)),
+      backend_concurrency_limit_(
+          BuildGauge()
+              .Name("sdg_backend_concurrency_limit")
+              .Help("Most backend HTTP requests allowed in flight at once.")
+              .Register(*registry_)),
+      backend_endpoints_(BuildGauge()
+                             .Name("sdg_backend_endpoints")
+                             .Help("Endpoints (URLs) configured per backend.")
+                             .Register(*registry_)),
+      backend_endpoints_ejected_(
+          BuildGauge()
+              .Name("sdg_backend_endpoints_ejected")
+              .Help("Endpoints taken out of rotation after repeated "
+                    "failures, cooling down.")
+              .Register(*registry_)),
+      backend_retries_total_(BuildCounter()
+                                 .Name("sdg_backend_retries_total")
+                                 .Help("Backend requests retried, by reason.")
+                                 .Register(*registry_)),
+      prompt_tokens_total_(BuildCounter()
+                               .Name("sdg_prompt_tokens_total")
+                               .Help("Prompt tokens the backends reported.")
+                               .Register(*registry_)),
+      generation_tokens_total_(
+          BuildCounter()
+              .Name("sdg_generation_tokens_total")
+              .Help("Generated tokens the backends reported.")
+              .Register(*registry_)) {
+  // Present from the first scrape, so rate() and alerts see zeros, not gaps.
+  for (const char* state : {"succeeded", "failed", "cancelled"}) {
+    jobs_total_.Add({{"state", state}});
+  }
+  for (const char* outcome : {"succeeded", "failed"}) {
+    shards_total_.Add({{"outcome", outcome}});
+    rows_total_.Add({{"outcome", outcome}});
+  }
+}
+
+std::string Metrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+void Metrics::JobStarted() { jobs_active_.Increment(); }
+
+void Metrics::JobFinished(absl::string_view state, bool ran) {
+  if (ran) jobs_active_.Decrement();
+  jobs_total_.Add({{"state", std::string(state)}}).Increment();
+}
+
+void Metrics::JobsQueued(double count) { jobs_queued_.Set(count); }
+
+void Metrics::ShardsQueued(double delta) { shards_queued_.Increment(delta); }
+
+void Metrics::WorkerBusy(double delta) { workers_busy_.Increment(delta); }
+
+void Metrics::Workers(double count) { workers_.Set(count); }
+
+void Metrics::StreamStalled() { stream_stalls_total_.Increment(); }
+
+void Metrics::ShardFinished(absl::string_view outcome, absl::Duration elapsed) {
+  shards_total_.Add({{"outcome", std::string(outcome)}}).Increment();
+  shard_duration_seconds_.Observe(absl::ToDoubleSeconds(elapsed));
+}
+
+void Metrics::RowsFinished(absl::string_view outcome, int64_t count) {
+  rows_total_.Add({{"outcome", std::string(outcome)}})
+      .Increment(static_cast<double>(count));
+}
+
+Metrics::BackendSeries Metrics::ForBackend(const std::string& backend,
+                                           int endpoints) {
+  backend_endpoints_.Add({{"backend", backend}}).Set(endpoints);
+  prompt_tokens_total_.Add({{"backend", backend}});
+  generation_tokens_total_.Add({{"backend", backend}});
+  return BackendSeries(*this, backend);
+}
+
+Metrics::BackendSeries::BackendSeries(Metrics& metrics,
+                                      const std::string& backend)
+    : backend_(backend),
+      requests_total_(metrics.backend_requests_total_),
+      retries_total_(metrics.backend_retries_total_),
+      request_duration_seconds_(metrics.backend_request_duration_seconds_.Add(
+          {{"backend", backend}}, LatencyBuckets())),
+      in_flight_(metrics.backend_in_flight_.Add({{"backend", backend}})),
+      concurrency_limit_(
+          metrics.backend_concurrency_limit_.Add({{"backend", backend}})),
+      endpoints_ejected_(
+          metrics.backend_endpoints_ejected_.Add({{"backend", backend}})) {}
+
+void Metrics::BackendSeries::Request(const std::string& code,
+                                     absl::Duration elapsed) {
+  requests_total_.Add({{"backend", backend_}, {"code", code}}).Increment();
+  request_duration_seconds_.Observe(absl::ToDoubleSeconds(elapsed));
+}
+
+void Metrics::BackendSeries::Retry(const std::string& reason) {
+  retries_total_.Add({{"backend", backend_}, {"reason", reason}}).Increment();
+}
+
+void Metrics::BackendTokens(const std::string& backend, int64_t prompt_tokens,
+                            int64_t generation_tokens) {
+  prompt_tokens_total_.Add({{"backend", backend}})
+      .Increment(static_cast<double>(prompt_tokens));
+  generation_tokens_total_.Add({{"backend", backend}})
+      .Increment(static_cast<double>(generation_tokens));
+}
+
+}  // namespace sdg

@@ -1,0 +1,102 @@
+// Every Prometheus metric sdgd exports, built once and passed by reference.
+// Names follow DESIGN.md: prefix sdg_, base units, counters end in _total,
+// no job-id labels.
+#ifndef SDG_SERVER_OBSERVABILITY_METRICS_H_
+#define SDG_SERVER_OBSERVABILITY_METRICS_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace sdg {
+
+class Metrics {
+ public:
+  Metrics();
+
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // The registry to expose (or to serialize in tests).
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The current scrape in Prometheus' text format.
+  std::string Serialize() const;
+
+  // Jobs. `state` is the lower-case final state: succeeded, failed, cancelled.
+  void JobStarted();
+  // `ran` is false for a job cancelled while queued.
+  void JobFinished(absl::string_view state, bool ran);
+  void JobsQueued(double count);
+  void ShardsQueued(double delta);
+  void WorkerBusy(double delta);
+  // The worker pool's size (--max_workers).
+  void Workers(double count);
+  // A job's dispatch paused because its caller reads events too slowly.
+  void StreamStalled();
+  // `outcome` is succeeded or failed.
+  void ShardFinished(absl::string_view outcome, absl::Duration elapsed);
+  void RowsFinished(absl::string_view outcome, int64_t count);
+
+  // Backends: the series of one backend, created (at zero) and looked up
+  // once, so that a request touches no label maps but for its status code.
+  class BackendSeries {
+   public:
+    // `code` is the HTTP status, or a transport error name (connect_error,
+    // timeout, cancelled).
+    void Request(const std::string& code, absl::Duration elapsed);
+    void InFlight(double delta) { in_flight_.Increment(delta); }
+    // Summed over the backend's endpoints.
+    void ConcurrencyLimit(double limit) { concurrency_limit_.Set(limit); }
+    void EndpointsEjected(double delta) { endpoints_ejected_.Increment(delta); }
+    void Retry(const std::string& reason);
+
+   private:
+    friend class Metrics;
+    BackendSeries(Metrics& metrics, const std::string& backend);
+
+    const std::string backend_;
+    prometheus::Family<prometheus::Counter>& requests_total_;
+    prometheus::Family<prometheus::Counter>& retries_total_;
+    prometheus::Histogram& request_duration_seconds_;
+    prometheus::Gauge& in_flight_;
+    prometheus::Gauge& concurrency_limit_;
+    prometheus::Gauge& endpoints_ejected_;
+  };
+  BackendSeries ForBackend(const std::string& backend, int endpoints);
+  void BackendTokens(const std::string& backend, int64_t prompt_tokens,
+                     int64_t generation_tokens);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Gauge& jobs_active_;
+  prometheus::Gauge& jobs_queued_;
+  prometheus::Family<prometheus::Counter>& jobs_total_;
+  prometheus::Family<prometheus::Counter>& shards_total_;
+  prometheus::Family<prometheus::Counter>& rows_total_;
+  prometheus::Gauge& shards_queued_;
+  prometheus::Gauge& workers_busy_;
+  prometheus::Gauge& workers_;
+  prometheus::Counter& stream_stalls_total_;
+  prometheus::Histogram& shard_duration_seconds_;
+  prometheus::Family<prometheus::Counter>& backend_requests_total_;
+  prometheus::Family<prometheus::Histogram>& backend_request_duration_seconds_;
+  prometheus::Family<prometheus::Gauge>& backend_in_flight_;
+  prometheus::Family<prometheus::Gauge>& backend_concurrency_limit_;
+  prometheus::Family<prometheus::Gauge>& backend_endpoints_;
+  prometheus::Family<prometheus::Gauge>& backend_endpoints_ejected_;
+  prometheus::Family<prometheus::Counter>& backend_retries_total_;
+  prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
+  prometheus::Family<prometheus::Counter>& generation_tokens_total_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_OBSERVABILITY_METRICS_H_

@@ -1,0 +1,134 @@
+#include "server/observability/metrics_server.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include <event2/util.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace sdg {
+namespace {
+
+// HOST:PORT or [IPv6]:PORT with PORT 0..65535 (libevent's own parser refuses
+// port 0, which tests use).
+absl::StatusOr<std::pair<sockaddr_storage, int>> ParseListenAddress(
+    const std::string& listen) {
+  auto invalid = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_listen must be HOST:PORT or [IPv6]:PORT, got \"", listen,
+        "\""));
+  };
+  size_t colon = listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return invalid();
+  }
+  std::string host = listen.substr(0, colon);
+  sockaddr_storage address{};
+  int length = 0;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    if (evutil_inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(),
+                         &v6->sin6_addr) != 1) {
+      return invalid();
+    }
+    length = sizeof(sockaddr_in6);
+  } else {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    if (evutil_inet_pton(AF_INET, host.c_str(), &v4->sin_addr) != 1) {
+      return invalid();
+    }
+    length = sizeof(sockaddr_in);
+  }
+  return std::pair(address, length);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
+    const std::string& listen, const Metrics& metrics) {
+  // Lets the destructor stop the loop from another thread.
+  static const int threads_ready = evthread_use_pthreads();
+  if (threads_ready != 0) {
+    return absl::InternalError("evthread_use_pthreads failed");
+  }
+  absl::StatusOr<std::pair<sockaddr_storage, int>> parsed =
+      ParseListenAddress(listen);
+  if (!parsed.ok()) return parsed.status();
+  auto [address, length] = *parsed;
+  std::unique_ptr<MetricsServer> server(new MetricsServer(metrics));
+  server->base_ = event_base_new();
+  server->http_ = server->base_ ? evhttp_new(server->base_) : nullptr;
+  if (server->http_ == nullptr) {
+    return absl::InternalError("libevent setup failed");
+  }
+  evconnlistener* listener = evconnlistener_new_bind(
+      server->base_, nullptr, nullptr,
+      LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
+      reinterpret_cast<sockaddr*>(&address), length);
+  if (listener == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": ",
+                     std::strerror(errno), " (set --metrics_listen)"));
+  }
+  evhttp_bind_listener(server->http_, listener);
+  sockaddr_storage bound{};
+  socklen_t bound_length = sizeof(bound);
+  getsockname(evconnlistener_get_fd(listener),
+              reinterpret_cast<sockaddr*>(&bound), &bound_length);
+  server->port_ = ntohs(bound.ss_family == AF_INET6
+                            ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  evhttp_set_allowed_methods(server->http_, EVHTTP_REQ_GET);
+  evhttp_set_gencb(server->http_, &MetricsServer::OnRequest, server.get());
+  server->thread_ = std::thread([base = server->base_] {
+    // Keeps the loop alive while nothing else is scheduled.
+    event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY);
+  });
+  pthread_setname_np(server->thread_.native_handle(), "sdg-metrics");
+  return server;
+}
+
+MetricsServer::~MetricsServer() {
+  if (thread_.joinable()) {
+    event_base_loopexit(base_, nullptr);
+    thread_.join();
+  }
+  if (http_ != nullptr) evhttp_free(http_);
+  if (base_ != nullptr) event_base_free(base_);
+}
+
+void MetricsServer::OnRequest(evhttp_request* request, void* arg) {
+  auto* self = static_cast<MetricsServer*>(arg);
+  const char* path =
+      evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request));
+  if (path == nullptr || std::strcmp(path, "/metrics") != 0) {
+    evhttp_send_error(request, 404, "try /metrics");
+    return;
+  }
+  std::string body = self->metrics_.Serialize();
+  evhttp_add_header(evhttp_request_get_output_headers(request), "Content-Type",
+                    "text/plain; version=0.0.4; charset=utf-8");
+  evbuffer* out = evbuffer_new();
+  evbuffer_add(out, body.data(), body.size());
+  evhttp_send_reply(request, 200, "OK", out);
+  evbuffer_free(out);
+}
+
+}  // namespace sdg

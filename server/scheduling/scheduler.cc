@@ -1,0 +1,219 @@
+#include "server/scheduling/scheduler.h"
+
+#include <pthread.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace sdg {
+
+Scheduler::Scheduler(const Options& options, ShardRunner& runner,
+                     TimerService& timers, Metrics& metrics)
+    : options_(options), runner_(runner), timers_(timers), metrics_(metrics) {
+  workers_.reserve(options.max_workers);
+  for (int i = 0; i < options.max_workers; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+    // Named here, so the name is set before the constructor returns.
+    pthread_setname_np(workers_.back().native_handle(), "sdg-worker");
+  }
+}
+
+Scheduler::~Scheduler() {
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (EntryList* list : {&running_, &queued_}) {
+      for (Entry& entry : *list) jobs.push_back(entry.job);
+    }
+  }
+  for (auto& job : jobs) {
+    job->Cancel(absl::CancelledError("server is shutting down"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    // Workers finish the shards they hold; cancelled jobs start no more.
+    auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return running_.empty() && queued_.empty();
+    };
+    mu_.Await(absl::Condition(&idle));
+    stopping_ = true;
+  }
+  work_available_.SignalAll();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
+  Job* raw = job.get();
+  raw->SetOnStreamRoom([this] { Wake(); });
+  {
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(running_.size()) < options_.max_jobs) {
+      StartLocked(Entry{std::move(job)});
+    } else if (static_cast<int>(queued_.size()) < options_.max_queued_jobs) {
+      queued_.push_back(Entry{std::move(job)});
+      metrics_.JobsQueued(static_cast<double>(queued_.size()));
+    } else {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "server is at its limit of ", options_.max_jobs, " running and ",
+          options_.max_queued_jobs,
+          " queued jobs (--max_jobs, --max_queued_jobs); retry later"));
+    }
+  }
+  // Registered outside mu_: the callback runs at once if already cancelled.
+  CancellationToken::Registration registration =
+      raw->token().OnCancel([this, raw] { OnJobCancelled(raw); });
+  {
+    absl::MutexLock lock(&mu_);
+    for (EntryList* list : {&running_, &queued_}) {
+      for (Entry& entry : *list) {
+        if (entry.job.get() == raw) entry.on_cancel = std::move(registration);
+      }
+    }
+  }
+  // If the job already ended, `registration` dies here and unregisters.
+  work_available_.SignalAll();
+  return absl::OkStatus();
+}
+
+void Scheduler::StartLocked(Entry entry) {
+  // `started` is emitted before any worker can see the job.
+  entry.job->MarkRunning();
+  ArmTimeoutLocked(entry);
+  metrics_.ShardsQueued(static_cast<double>(entry.job->plan().shard_count()));
+  // Least recently served first: a new job has not been served at all.
+  running_.push_front(std::move(entry));
+}
+
+void Scheduler::ArmTimeoutLocked(Entry& entry) {
+  const std::optional<absl::Duration> timeout = entry.job->spec().timeout;
+  if (!timeout.has_value()) return;
+  std::weak_ptr<Job> weak = entry.job;
+  entry.timeout = timers_.RunAfter(*timeout, [weak, timeout] {
+    if (std::shared_ptr<Job> job = weak.lock()) {
+      job->Cancel(absl::DeadlineExceededError(absl::StrCat(
+          "the job's timeout of ", absl::FormatDuration(*timeout), " passed")));
+    }
+  });
+}
+
+void Scheduler::Finish(Ended ended) {
+  if (ended.job == nullptr) return;
+  if (ended.timeout != 0) timers_.CancelTimer(ended.timeout);
+  ended.job->MarkFinished();
+}
+
+void Scheduler::PromoteQueuedLocked() {
+  bool promoted = false;
+  while (static_cast<int>(running_.size()) < options_.max_jobs &&
+         !queued_.empty()) {
+    Entry entry = std::move(queued_.front());
+    queued_.pop_front();
+    StartLocked(std::move(entry));
+    promoted = true;
+  }
+  if (promoted) {
+    metrics_.JobsQueued(static_cast<double>(queued_.size()));
+    work_available_.SignalAll();
+  }
+}
+
+void Scheduler::Wake() {
+  absl::MutexLock lock(&mu_);
+  work_available_.SignalAll();
+}
+
+Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    Job& job = *it->job;
+    if (it->next_shard >= job.plan().shard_count() ||
+        it->in_progress >= job.spec().num_workers ||
+        job.token().IsCancelled()) {
+      continue;
+    }
+    if (!job.StreamHasRoom()) {
+      if (!it->stalled) metrics_.StreamStalled();
+      it->stalled = true;
+      continue;
+    }
+    it->stalled = false;
+    return it;
+  }
+  return running_.end();
+}
+
+Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
+  if (entry->in_progress > 0) return {};
+  const int64_t unstarted =
+      entry->job->plan().shard_count() - entry->next_shard;
+  if (unstarted > 0 && !entry->job->token().IsCancelled()) return {};
+  metrics_.ShardsQueued(-static_cast<double>(unstarted));
+  Ended ended{std::move(entry->job), entry->timeout};
+  // Destroying the registration is safe even inside the job's cancel
+  // callback (same thread), see CancellationToken::Registration.
+  running_.erase(entry);
+  PromoteQueuedLocked();
+  return ended;
+}
+
+void Scheduler::OnJobCancelled(Job* job) {
+  Ended ended;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      if (it->job.get() == job) {
+        ended = TakeIfDoneLocked(it);
+        break;
+      }
+    }
+    for (auto it = queued_.begin(); it != queued_.end(); ++it) {
+      if (it->job.get() == job) {
+        ended.job = std::move(it->job);
+        queued_.erase(it);
+        metrics_.JobsQueued(static_cast<double>(queued_.size()));
+        break;
+      }
+    }
+  }
+  Finish(std::move(ended));
+}
+
+void Scheduler::WorkerLoop() {
+  while (true) {
+    std::shared_ptr<Job> job;
+    ShardSpec shard;
+    {
+      absl::MutexLock lock(&mu_);
+      EntryList::iterator entry;
+      while (!stopping_ &&
+             (entry = FindDispatchableLocked()) == running_.end()) {
+        work_available_.Wait(&mu_);
+      }
+      if (stopping_) return;
+      job = entry->job;
+      shard = job->plan().Shard(entry->next_shard++);
+      ++entry->in_progress;
+      running_.splice(running_.end(), running_, entry);
+    }
+    metrics_.ShardsQueued(-1);
+    metrics_.WorkerBusy(1);
+    absl::Time start = absl::Now();
+    ShardOutcome outcome = runner_.Run(job->spec(), shard, job->token());
+    job->ReportShard(shard, std::move(outcome), absl::Now() - start);
+    metrics_.WorkerBusy(-1);
+
+    Ended ended;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = running_.begin(); it != running_.end(); ++it) {
+        if (it->job == job) {
+          --it->in_progress;
+          ended = TakeIfDoneLocked(it);
+          break;
+        }
+      }
+    }
+    Finish(std::move(ended));
+  }
+}
+
+}  // namespace sdg

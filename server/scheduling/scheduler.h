@@ -1,0 +1,103 @@
+// Runs the shards of every job on a fixed set of persistent worker threads.
+// Jobs are admitted up to a limit (more wait in a bounded queue); shards of
+// running jobs are taken round-robin; each job has its own cap (num_workers)
+// under the global one (the worker count). A cancelled job gets no new shard
+// and its workers go back to the pool; a job whose caller reads slowly gets
+// no new shard until its stream has room. A job with a timeout is stopped
+// (DEADLINE_EXCEEDED) by a timer armed when it starts to run.
+#ifndef SDG_SERVER_SCHEDULING_SCHEDULER_H_
+#define SDG_SERVER_SCHEDULING_SCHEDULER_H_
+
+#include <list>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "base/cancellation_token.h"
+#include "base/timer_service.h"
+#include "server/jobs/job.h"
+#include "server/observability/metrics.h"
+#include "server/scheduling/shard_runner.h"
+
+namespace sdg {
+
+class Scheduler {
+ public:
+  struct Options {
+    int max_workers = 64;      // shards in progress at once, all jobs
+    int max_jobs = 16;         // jobs running at once
+    int max_queued_jobs = 64;  // admitted jobs waiting to run
+  };
+
+  // Starts the workers; they live until the scheduler is destroyed. Job
+  // timeouts run on `timers`.
+  Scheduler(const Options& options, ShardRunner& runner, TimerService& timers,
+            Metrics& metrics);
+  // Cancels the jobs still admitted, waits for their shards, joins workers.
+  ~Scheduler();
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Runs the job now (it emits `started`) or queues it (QUEUED; `started`
+  // comes when it runs). RESOURCE_EXHAUSTED when the queue is full too. Once
+  // admitted, the scheduler calls job->MarkFinished() exactly once: after the
+  // last shard, or once the job is cancelled and none of its shards runs.
+  absl::Status Submit(std::shared_ptr<Job> job);
+
+  int worker_count() const { return static_cast<int>(workers_.size()); }
+
+ private:
+  struct Entry {
+    std::shared_ptr<Job> job;
+    int64_t next_shard = 0;
+    int in_progress = 0;
+    bool stalled = false;  // skipped because its stream is full
+    CancellationToken::Registration on_cancel = {};
+    TimerService::TimerId timeout = 0;  // armed when the job starts to run
+  };
+  using EntryList = std::list<Entry>;
+  // A job nothing more will run for, to finish once mu_ is released.
+  struct Ended {
+    std::shared_ptr<Job> job;
+    TimerService::TimerId timeout = 0;
+  };
+
+  void WorkerLoop();
+  void OnJobCancelled(Job* job);
+  // Called when a job's stream has room again.
+  void Wake();
+  EntryList::iterator FindDispatchableLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes a running entry and returns its job if nothing more will run for
+  // it; then lets queued jobs take the free run slots.
+  Ended TakeIfDoneLocked(EntryList::iterator entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Outside mu_: the timeout's callback takes it, and CancelTimer waits for a
+  // running callback.
+  void Finish(Ended ended);
+  void ArmTimeoutLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartLocked(Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PromoteQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  ShardRunner& runner_;
+  TimerService& timers_;
+  Metrics& metrics_;
+
+  absl::Mutex mu_;
+  absl::CondVar work_available_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Round-robin order, least recently served first: a new job enters at the
+  // front, a job that just got a shard moves to the back.
+  EntryList running_ ABSL_GUARDED_BY(mu_);
+  EntryList queued_ ABSL_GUARDED_BY(mu_);  // oldest first
+
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_SCHEDULING_SCHEDULER_H_

@@ -1,0 +1,76 @@
+// Runs one shard of a job. BackendShardRunner is the real one: it renders the
+// shard's prompts, sends them to the backend the job's block names (one
+// request per row, or one per shard where the backend batches), waits for the
+// replies or the job's cancellation, and turns them into result rows.
+#ifndef SDG_SERVER_SCHEDULING_SHARD_RUNNER_H_
+#define SDG_SERVER_SCHEDULING_SHARD_RUNNER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "base/cancellation_token.h"
+#include "server/backend/backend.h"
+#include "server/jobs/job_spec.h"
+#include "server/jobs/shard_outcome.h"
+#include "server/jobs/shard_plan.h"
+#include "server/observability/metrics.h"
+
+namespace sdg {
+
+class ShardRunner {
+ public:
+  virtual ~ShardRunner() = default;
+  // Runs on a scheduler worker and may block it; must return promptly once
+  // `token` is cancelled.
+  virtual ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                           CancellationToken& token) = 0;
+};
+
+class BackendShardRunner final : public ShardRunner {
+ public:
+  // The server's backends by name (they outlive the runner).
+  using Backends = absl::flat_hash_map<std::string, Backend*>;
+
+  BackendShardRunner(Backends backends, Metrics& metrics)
+      : backends_(std::move(backends)), metrics_(metrics) {}
+
+  // Blocks the calling worker until every request of the shard has ended;
+  // cancelling `token` aborts them at once.
+  ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                   CancellationToken& token) override;
+
+ private:
+  // The shard's requests, before they are sent.
+  struct Requests {
+    absl::string_view path;
+    std::vector<std::string> bodies;
+    bool batched = false;  // one body holding every prompt of the shard
+  };
+
+  absl::StatusOr<std::vector<std::string>> RenderPrompts(
+      const JobSpec& spec, const ShardSpec& shard) const;
+  absl::StatusOr<Requests> BuildRequests(const JobSpec& spec,
+                                         std::vector<std::string> prompts,
+                                         Backend& backend,
+                                         CancellationToken& token) const;
+  // Sends every request and waits until each has its reply (cancelling
+  // `token` aborts those in flight); replies in request order.
+  std::vector<BackendReply> SendAndWait(Backend& backend,
+                                        absl::string_view path,
+                                        std::vector<std::string> bodies,
+                                        CancellationToken& token) const;
+  // Parses the replies into result rows, or says why the shard failed.
+  ShardOutcome BuildOutcome(const JobSpec& spec, const ShardSpec& shard,
+                            const Requests& requests,
+                            std::vector<BackendReply> replies,
+                            CancellationToken& token) const;
+
+  const Backends backends_;
+  Metrics& metrics_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_SCHEDULING_SHARD_RUNNER_H_

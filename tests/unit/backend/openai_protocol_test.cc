@@ -1,0 +1,154 @@
+#include "server/backend/openai_protocol.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace sdg {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+
+v1::Block TestBlock() {
+  v1::Block block;
+  block.set_model("m");
+  return block;
+}
+
+TEST(OpenAiProtocolTest, CompletionsBodyForOnePromptHasAStringPrompt) {
+  v1::Block block = TestBlock();
+  block.set_max_tokens(32);
+  json body = json::parse(BuildCompletionsBody(block, {"hello"}));
+  EXPECT_EQ(body["prompt"], "hello");
+  EXPECT_EQ(body["model"], "m");
+  EXPECT_EQ(body["n"], 1);
+  EXPECT_EQ(body["max_tokens"], 32);
+  EXPECT_FALSE(body.contains("temperature"));
+  EXPECT_FALSE(body.contains("seed"));
+}
+
+TEST(OpenAiProtocolTest, CompletionsBodyForSeveralPromptsHasAList) {
+  v1::Block block = TestBlock();
+  block.set_n(2);
+  block.set_temperature(0.0);
+  block.set_seed(7);
+  block.add_stop("\n\n");
+  json body = json::parse(BuildCompletionsBody(block, {"a", "b"}));
+  EXPECT_EQ(body["prompt"], json::array({"a", "b"}));
+  EXPECT_EQ(body["n"], 2);
+  EXPECT_EQ(body["temperature"], 0.0);  // set to zero is still sent
+  EXPECT_EQ(body["seed"], 7);
+  EXPECT_EQ(body["stop"], json::array({"\n\n"}));
+  EXPECT_FALSE(body.contains("max_tokens"));
+}
+
+TEST(OpenAiProtocolTest, ChatBodyPutsTheSystemPromptFirst) {
+  v1::Block block = TestBlock();
+  block.set_system_prompt("Be brief.");
+  json body = json::parse(BuildChatBody(block, "Hi"));
+  ASSERT_EQ(body["messages"].size(), 2u);
+  EXPECT_EQ(body["messages"][0]["role"], "system");
+  EXPECT_EQ(body["messages"][0]["content"], "Be brief.");
+  EXPECT_EQ(body["messages"][1]["role"], "user");
+  EXPECT_EQ(body["messages"][1]["content"], "Hi");
+}
+
+TEST(OpenAiProtocolTest, ChatBodyWithoutSystemPromptHasOnlyTheUser) {
+  json body = json::parse(BuildChatBody(TestBlock(), "Hi"));
+  ASSERT_EQ(body["messages"].size(), 1u);
+  EXPECT_EQ(body["messages"][0]["role"], "user");
+}
+
+TEST(OpenAiProtocolTest, CompletionsReplyChoicesAreOrderedByIndex) {
+  auto reply = ParseCompletionsReply(
+      R"({"choices":[{"index":2,"text":"c","finish_reason":"length"},
+                     {"index":0,"text":"a","finish_reason":"stop"},
+                     {"index":1,"text":"b"}],
+          "usage":{"prompt_tokens":5,"completion_tokens":9}})",
+      3);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_EQ(reply->choices.size(), 3u);
+  EXPECT_EQ(reply->choices[0].text, "a");
+  EXPECT_EQ(reply->choices[1].text, "b");
+  EXPECT_EQ(reply->choices[2].text, "c");
+  EXPECT_EQ(reply->choices[2].finish_reason, "length");
+  EXPECT_EQ(reply->prompt_tokens, 5);
+  EXPECT_EQ(reply->completion_tokens, 9);
+}
+
+TEST(OpenAiProtocolTest, ChatReplyReadsMessageContent) {
+  auto reply = ParseChatReply(
+      R"({"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},
+                      "finish_reason":"stop"}]})",
+      1);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->choices[0].text, "hi");
+  EXPECT_EQ(reply->prompt_tokens, 0);  // usage is optional
+}
+
+TEST(OpenAiProtocolTest, MalformedJsonIsDataLoss) {
+  auto reply = ParseCompletionsReply("{not json", 1);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(reply.status().message(), HasSubstr("not valid JSON"));
+}
+
+TEST(OpenAiProtocolTest, MissingChoicesIsDataLoss) {
+  auto reply = ParseCompletionsReply(R"({"id":"x"})", 1);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_THAT(reply.status().message(), HasSubstr("no \"choices\""));
+}
+
+TEST(OpenAiProtocolTest, WrongChoiceCountIsDataLoss) {
+  auto reply =
+      ParseCompletionsReply(R"({"choices":[{"index":0,"text":"a"}]})", 2);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_THAT(reply.status().message(), HasSubstr("1 choices, expected 2"));
+}
+
+TEST(OpenAiProtocolTest, DuplicateChoiceIndexIsDataLoss) {
+  auto reply = ParseCompletionsReply(
+      R"({"choices":[{"index":0,"text":"a"},{"index":0,"text":"b"}]})", 2);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_THAT(reply.status().message(), HasSubstr("unexpected choice index 0"));
+}
+
+TEST(OpenAiProtocolTest, ChoiceWithoutTextIsDataLoss) {
+  auto reply = ParseCompletionsReply(R"({"choices":[{"index":0}]})", 1);
+  ASSERT_FALSE(reply.ok());
+  EXPECT_THAT(reply.status().message(), HasSubstr("has no \"text\""));
+  auto chat = ParseChatReply(R"({"choices":[{"index":0,"message":{}}]})", 1);
+  ASSERT_FALSE(chat.ok());
+  EXPECT_THAT(chat.status().message(), HasSubstr("message.content"));
+}
+
+TEST(OpenAiProtocolTest, OpenAiErrorBodyGivesCodeAndMessage) {
+  absl::Status status = StatusFromHttpError(
+      400, R"({"error":{"message":"max_tokens is too large","type":"x"}})");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "backend returned HTTP 400: max_tokens is too large");
+}
+
+TEST(OpenAiProtocolTest, HttpStatusesMapToCodes) {
+  EXPECT_EQ(StatusFromHttpError(429, "{}").code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(StatusFromHttpError(503, "").code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(StatusFromHttpError(500, "").code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(StatusFromHttpError(404, "").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(StatusFromHttpError(401, "").code(),
+            absl::StatusCode::kUnauthenticated);
+}
+
+TEST(OpenAiProtocolTest, NonJsonErrorBodyIsQuoted) {
+  absl::Status status = StatusFromHttpError(502, "Bad Gateway");
+  EXPECT_EQ(status.message(), "backend returned HTTP 502: Bad Gateway");
+  EXPECT_EQ(StatusFromHttpError(500, R"({"message":"boom"})").message(),
+            "backend returned HTTP 500: boom");
+}
+
+}  // namespace
+}  // namespace sdg

@@ -1,0 +1,93 @@
+// The event loop's timers; transfers are covered against llmsim by the
+// backend and integration tests.
+#include "server/http/http_client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+
+namespace sdg {
+namespace {
+
+class HttpClientTimersTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<HttpClient> http_ = *HttpClient::Create({});
+};
+
+TEST_F(HttpClientTimersTest, TimersRunOnTheLoopThreadInDueOrder) {
+  absl::Mutex mu;
+  std::vector<int> order;
+  absl::Notification done;
+  auto record = [&](int value) {
+    return [&, value] {
+      absl::MutexLock lock(&mu);
+      order.push_back(value);
+      if (order.size() == 3) done.Notify();
+    };
+  };
+  // Armed out of order; zero, then 20 ms, then 40 ms.
+  http_->RunAfter(absl::Milliseconds(40), record(3));
+  http_->RunAfter(absl::ZeroDuration(), record(1));
+  http_->RunAfter(absl::Milliseconds(20), record(2));
+  done.WaitForNotification();
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+TEST_F(HttpClientTimersTest, ACancelledTimerNeverRuns) {
+  std::atomic<bool> cancelled_ran = false;
+  absl::Notification later_ran;
+  TimerService::TimerId id =
+      http_->RunAfter(absl::Milliseconds(10), [&] { cancelled_ran = true; });
+  http_->CancelTimer(id);
+  // A later timer running proves the loop went past the cancelled one's due
+  // time.
+  http_->RunAfter(absl::Milliseconds(50), [&] { later_ran.Notify(); });
+  later_ran.WaitForNotification();
+  EXPECT_FALSE(cancelled_ran);
+}
+
+TEST_F(HttpClientTimersTest, CancelWaitsForARunningCallback) {
+  absl::Notification started;
+  absl::Notification returned;
+  bool canceller_waited = false;  // read after `returned`
+  TimerService::TimerId id = http_->RunAfter(absl::ZeroDuration(), [&] {
+    started.Notify();
+    // Returns only once CancelTimer below is blocked waiting for this
+    // callback; without that wait it never is, and this reports false.
+    canceller_waited =
+        http_->AwaitCancelTimerWaitingForTesting(absl::Seconds(60));
+    returned.Notify();
+  });
+  started.WaitForNotification();
+  http_->CancelTimer(id);  // returns only after the callback has finished
+  returned.WaitForNotification();
+  EXPECT_TRUE(canceller_waited);
+}
+
+TEST_F(HttpClientTimersTest, ATimerMayCancelItselfFromItsCallback) {
+  absl::Notification done;
+  auto id = std::make_shared<std::atomic<TimerService::TimerId>>(0);
+  absl::Notification armed;
+  *id = http_->RunAfter(absl::Milliseconds(5), [&, id] {
+    armed.WaitForNotification();
+    http_->CancelTimer(*id);  // on the loop thread: must not wait for itself
+    done.Notify();
+  });
+  armed.Notify();
+  done.WaitForNotification();
+}
+
+TEST_F(HttpClientTimersTest, DestroyingTheClientDropsTimersThatHaveNotRun) {
+  std::atomic<bool> ran = false;
+  http_->RunAfter(absl::Hours(1), [&] { ran = true; });
+  http_.reset();
+  EXPECT_FALSE(ran);
+}
+
+}  // namespace
+}  // namespace sdg

@@ -1,0 +1,369 @@
+// The scheduler with an in-process runner whose shards finish only when the
+// test lets them: every assertion is about order and counts, never time.
+#include "server/scheduling/scheduler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/http_get.h"
+#include "tests/testing/manual_timers.h"
+
+namespace sdg {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Records which shards ran, in order; holds them while the gate is closed.
+class GatedRunner final : public ShardRunner {
+ public:
+  ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                   CancellationToken& token) override {
+    auto registration = token.OnCancel([this] {
+      absl::MutexLock lock(&mu_);
+      ++cancellations_;
+    });
+    absl::MutexLock lock(&mu_);
+    started_.push_back(spec.job_id + ":" + std::to_string(shard.index));
+    ++running_;
+    max_running_ = std::max(max_running_, running_);
+    int seen_cancellations = cancellations_;
+    auto released = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return open_ || token.IsCancelled() ||
+             cancellations_ > seen_cancellations;
+    };
+    mu_.Await(absl::Condition(&released));
+    --running_;
+    ShardOutcome outcome;
+    if (token.IsCancelled()) {
+      outcome.status = token.reason();
+    } else if (fail_shard_ == shard.index) {
+      outcome.status =
+          absl::InvalidArgumentError("backend returned HTTP 400: no");
+      outcome.attempts = 1;
+    }
+    return outcome;
+  }
+
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  void AwaitRunning(int count) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return running_ >= count;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+  std::vector<std::string> started() {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
+  int max_running() {
+    absl::MutexLock lock(&mu_);
+    return max_running_;
+  }
+  void FailShard(int64_t index) {
+    absl::MutexLock lock(&mu_);
+    fail_shard_ = index;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_running_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancellations_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t fail_shard_ ABSL_GUARDED_BY(mu_) = -1;
+  std::vector<std::string> started_ ABSL_GUARDED_BY(mu_);
+};
+
+// Keeps every event; has room for `capacity` events until told otherwise.
+class RecordingSink final : public JobSink {
+ public:
+  void Emit(v1::JobEvent event) override {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(std::move(event));
+  }
+  void Close() override {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  bool HasRoom() const override {
+    absl::MutexLock lock(&mu_);
+    if (events_.size() < capacity_) return true;
+    ++refusals_;
+    return false;
+  }
+  void SetOnRoom(std::function<void()> callback) override {
+    absl::MutexLock lock(&mu_);
+    on_room_ = std::move(callback);
+  }
+
+  void SetCapacity(size_t capacity) {
+    std::function<void()> on_room;
+    {
+      absl::MutexLock lock(&mu_);
+      capacity_ = capacity;
+      on_room = on_room_;
+    }
+    if (on_room) on_room();
+  }
+  std::vector<v1::JobEvent> AwaitClosed() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&closed_));
+    return events_;
+  }
+  // Blocks until the scheduler has found the stream full.
+  void AwaitRefusal() {
+    absl::MutexLock lock(&mu_);
+    auto refused = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return refusals_ > 0;
+    };
+    mu_.Await(absl::Condition(&refused));
+  }
+  std::vector<v1::JobEvent> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  size_t capacity_ ABSL_GUARDED_BY(mu_) = 1 << 20;
+  mutable int refusals_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> on_room_ ABSL_GUARDED_BY(mu_);
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void StartScheduler(int max_workers, int max_jobs = 16, int max_queued = 64) {
+    Scheduler::Options options;
+    options.max_workers = max_workers;
+    options.max_jobs = max_jobs;
+    options.max_queued_jobs = max_queued;
+    scheduler_ =
+        std::make_unique<Scheduler>(options, runner_, timers_, metrics_);
+  }
+
+  std::shared_ptr<Job> MakeJob(
+      const std::string& id, int shards, int num_workers,
+      std::shared_ptr<RecordingSink> sink,
+      v1::ErrorPolicy policy = v1::ERROR_POLICY_CONTINUE) {
+    JobSpec spec;
+    spec.job_id = id;
+    spec.rows.resize(shards);
+    spec.batch_size = 1;
+    spec.num_workers = num_workers;
+    spec.error_policy = policy;
+    return std::make_shared<Job>(std::move(spec), std::move(sink), metrics_);
+  }
+
+  static v1::JobFinished Finished(const std::vector<v1::JobEvent>& events) {
+    EXPECT_TRUE(events.back().has_finished());
+    return events.back().finished();
+  }
+
+  Metrics metrics_;
+  testing::ManualTimers timers_;
+  GatedRunner runner_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+TEST_F(SchedulerTest, ShardsOfConcurrentJobsAlternate) {
+  StartScheduler(/*max_workers=*/1);
+  auto big_sink = std::make_shared<RecordingSink>();
+  auto small_sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("big", 6, 4, big_sink)).ok());
+  runner_.AwaitRunning(1);  // the only worker holds big:0
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("small", 2, 4, small_sink)).ok());
+  runner_.Open();
+  small_sink->AwaitClosed();
+  big_sink->AwaitClosed();
+  EXPECT_THAT(runner_.started(),
+              ElementsAre("big:0", "small:0", "big:1", "small:1", "big:2",
+                          "big:3", "big:4", "big:5"));
+}
+
+TEST_F(SchedulerTest, NumWorkersCapsOneJob) {
+  StartScheduler(/*max_workers=*/8);
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("capped", 12, 2, sink)).ok());
+  runner_.AwaitRunning(2);
+  runner_.Open();
+  auto events = sink->AwaitClosed();
+  EXPECT_EQ(runner_.max_running(), 2);
+  EXPECT_EQ(Finished(events).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Finished(events).shards_succeeded(), 12);
+}
+
+TEST_F(SchedulerTest, OneWorkerRunsShardsOneAfterAnother) {
+  StartScheduler(/*max_workers=*/8);
+  auto sink = std::make_shared<RecordingSink>();
+  runner_.Open();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("serial", 5, 1, sink)).ok());
+  auto events = sink->AwaitClosed();
+  EXPECT_EQ(runner_.max_running(), 1);
+  EXPECT_THAT(runner_.started(), ElementsAre("serial:0", "serial:1", "serial:2",
+                                             "serial:3", "serial:4"));
+  // started first, one result per shard in order, finished last.
+  ASSERT_EQ(events.size(), 7u);
+  EXPECT_TRUE(events.front().has_started());
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(events[1 + i].shard_result().shard_index(), i);
+}
+
+TEST_F(SchedulerTest, CancelStopsNewShardsAndKeepsTheWorkers) {
+  StartScheduler(/*max_workers=*/4);
+  auto sink = std::make_shared<RecordingSink>();
+  auto job = MakeJob("long", 100, 2, sink);
+  ASSERT_TRUE(scheduler_->Submit(job).ok());
+  runner_.AwaitRunning(2);
+  job->Cancel(absl::CancelledError("cancelled by CancelJob"));
+  auto events = sink->AwaitClosed();
+  EXPECT_EQ(runner_.started().size(), 2u);  // nothing started after the cancel
+  v1::JobFinished finished = Finished(events);
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(finished.reason(), "cancelled by CancelJob");
+  EXPECT_EQ(finished.shards_failed(), 2);  // the two it aborted
+
+  auto next_sink = std::make_shared<RecordingSink>();
+  runner_.Open();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("next", 3, 4, next_sink)).ok());
+  EXPECT_EQ(Finished(next_sink->AwaitClosed()).state(),
+            v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(scheduler_->worker_count(), 4);
+}
+
+TEST_F(SchedulerTest, FailFastCancelsTheRestAndNamesTheShard) {
+  StartScheduler(/*max_workers=*/1);
+  runner_.FailShard(1);
+  runner_.Open();
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(
+      scheduler_->Submit(MakeJob("ff", 10, 1, sink, v1::ERROR_POLICY_FAIL_FAST))
+          .ok());
+  v1::JobFinished finished = Finished(sink->AwaitClosed());
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(
+      finished.reason(),
+      HasSubstr("shard 1 (rows 1-1) failed and error_policy is "
+                "ERROR_POLICY_FAIL_FAST: backend returned HTTP 400: no"));
+  EXPECT_THAT(runner_.started(), ElementsAre("ff:0", "ff:1"));
+}
+
+TEST_F(SchedulerTest, ContinuePolicyRunsEveryOtherShard) {
+  StartScheduler(/*max_workers=*/1);
+  runner_.FailShard(1);
+  runner_.Open();
+  auto sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("cont", 5, 1, sink)).ok());
+  v1::JobFinished finished = Finished(sink->AwaitClosed());
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(finished.shards_succeeded(), 4);
+  EXPECT_EQ(finished.shards_failed(), 1);
+  EXPECT_EQ(runner_.started().size(), 5u);
+}
+
+TEST_F(SchedulerTest, AdmissionQueuesThenRejects) {
+  StartScheduler(/*max_workers=*/2, /*max_jobs=*/1, /*max_queued=*/1);
+  auto first_sink = std::make_shared<RecordingSink>();
+  auto queued_sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("first", 2, 2, first_sink)).ok());
+  auto queued = MakeJob("queued", 2, 2, queued_sink);
+  ASSERT_TRUE(scheduler_->Submit(queued).ok());
+  EXPECT_EQ(queued->Snapshot().state(), v1::JOB_STATE_QUEUED);
+  EXPECT_TRUE(queued_sink->events().empty());  // no `started` while queued
+
+  absl::Status rejected = scheduler_->Submit(
+      MakeJob("third", 1, 1, std::make_shared<RecordingSink>()));
+  EXPECT_EQ(rejected.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(rejected.message(),
+            "server is at its limit of 1 running and 1 queued jobs "
+            "(--max_jobs, --max_queued_jobs); retry later");
+
+  runner_.Open();
+  EXPECT_EQ(Finished(first_sink->AwaitClosed()).state(),
+            v1::JOB_STATE_SUCCEEDED);
+  auto events = queued_sink->AwaitClosed();
+  EXPECT_TRUE(events.front().has_started());
+  EXPECT_EQ(Finished(events).state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(SchedulerTest, CancellingAQueuedJobFinishesItWithoutStarting) {
+  StartScheduler(/*max_workers=*/1, /*max_jobs=*/1);
+  auto running_sink = std::make_shared<RecordingSink>();
+  auto queued_sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("running", 1, 1, running_sink)).ok());
+  auto queued = MakeJob("queued", 3, 1, queued_sink);
+  ASSERT_TRUE(scheduler_->Submit(queued).ok());
+  queued->Cancel(absl::CancelledError("cancelled by CancelJob"));
+  auto events = queued_sink->AwaitClosed();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].finished().state(), v1::JOB_STATE_CANCELLED);
+  runner_.Open();
+  running_sink->AwaitClosed();
+  EXPECT_THAT(runner_.started(), ElementsAre("running:0"));
+}
+
+TEST_F(SchedulerTest, FullStreamPausesTheJobUntilItHasRoom) {
+  StartScheduler(/*max_workers=*/1);
+  runner_.Open();
+  auto sink = std::make_shared<RecordingSink>();
+  sink->SetCapacity(3);  // `started` and two shard results
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("slow-reader", 10, 1, sink)).ok());
+  sink->AwaitRefusal();
+  EXPECT_EQ(runner_.started().size(), 2u);
+  EXPECT_EQ(sink->events().size(), 3u);
+  sink->SetCapacity(1000);  // the reader caught up
+  v1::JobFinished finished = Finished(sink->AwaitClosed());
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(runner_.started().size(), 10u);
+  EXPECT_EQ(
+      testing::MetricValue(metrics_.Serialize(), "sdg_stream_stalls_total"), 1);
+}
+
+TEST_F(SchedulerTest, TimeoutStopsTheJobWithDeadlineExceeded) {
+  StartScheduler(2);
+  auto sink = std::make_shared<RecordingSink>();
+  JobSpec spec;
+  spec.job_id = "slow";
+  spec.rows.resize(4);
+  spec.batch_size = 1;
+  spec.num_workers = 2;
+  spec.timeout = absl::Milliseconds(300);
+  ASSERT_TRUE(
+      scheduler_->Submit(std::make_shared<Job>(std::move(spec), sink, metrics_))
+          .ok());
+  runner_.AwaitRunning(2);
+  EXPECT_THAT(timers_.ArmedDelays(), ElementsAre(absl::Milliseconds(300)));
+
+  timers_.FireAll();  // the timeout passes while two shards are held
+  v1::JobFinished finished = Finished(sink->AwaitClosed());
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(finished.reason(), "the job's timeout of 300ms passed");
+  EXPECT_EQ(finished.shards_failed(), 2);
+  EXPECT_THAT(runner_.started(), ElementsAre("slow:0", "slow:1"));
+}
+
+TEST_F(SchedulerTest, FinishedJobLeavesNoTimerArmed) {
+  StartScheduler(2);
+  runner_.Open();
+  auto sink = std::make_shared<RecordingSink>();
+  JobSpec spec;
+  spec.job_id = "quick";
+  spec.rows.resize(2);
+  spec.batch_size = 1;
+  spec.num_workers = 2;
+  spec.timeout = absl::Hours(1);
+  ASSERT_TRUE(
+      scheduler_->Submit(std::make_shared<Job>(std::move(spec), sink, metrics_))
+          .ok());
+  EXPECT_EQ(Finished(sink->AwaitClosed()).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(timers_.ArmedDelays().empty());
+}
+
+}  // namespace
+}  // namespace sdg
