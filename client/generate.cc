@@ -13,6 +13,7 @@
 #include "client/ordered_output.h"
 #include "client/row_json.h"
 #include "google/protobuf/util/json_util.h"
+#include "sdg/v1/block_defaults.h"
 
 namespace sdg {
 namespace {
@@ -74,13 +75,10 @@ absl::StatusOr<v1::Block> LoadBlockFile(const std::string& path) {
   return block;
 }
 
-absl::StatusOr<GenerateSummary> RunGenerate(
-    v1::GenerationService::StubInterface& stub, grpc::ClientContext& context,
-    const GenerateOptions& options, std::ostream& progress_out) {
-  absl::StatusOr<std::vector<JsonRow>> inputs =
-      ReadJsonlRows(options.input_path);
-  if (!inputs.ok()) return inputs.status();
+namespace {
 
+v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
+                                    const std::vector<JsonRow>& inputs) {
   v1::GenerateJobRequest request;
   request.set_job_id(options.job_id);
   *request.mutable_block() = options.block;
@@ -95,97 +93,159 @@ absl::StatusOr<GenerateSummary> RunGenerate(
     request.mutable_timeout()->set_nanos(
         static_cast<int32_t>(absl::ToInt64Nanoseconds(rest)));
   }
-  request.mutable_rows()->Reserve(static_cast<int>(inputs->size()));
-  for (const JsonRow& row : *inputs) *request.add_rows() = JsonToStruct(row);
+  request.mutable_rows()->Reserve(static_cast<int>(inputs.size()));
+  for (const JsonRow& row : inputs) *request.add_rows() = JsonToStruct(row);
+  return request;
+}
+
+// The output and errors files. They are opened once the job exists
+// (`started`, or `finished` for a job cancelled while queued), so that a
+// rejected job leaves none.
+class ResultFiles {
+ public:
+  ResultFiles(const GenerateOptions& options, std::string errors_path,
+              const std::vector<JsonRow>& inputs)
+      : output_path_(options.output_path),
+        errors_path_(std::move(errors_path)),
+        output_column_(v1::OutputColumnOf(options.block)),
+        samples_(v1::SamplesPerRowOf(options.block)),
+        inputs_(inputs) {}
+
+  int samples() const { return samples_; }
+  const std::string& output_path() const { return output_path_; }
+  bool is_open() const { return ordered_ != nullptr; }
+  OrderedOutput* ordered() { return ordered_.get(); }
+
+  // Idempotent; false if either file cannot be written.
+  bool Open() {
+    if (ordered_) return true;
+    output_.open(output_path_, std::ios::trunc);
+    errors_.open(errors_path_, std::ios::trunc);
+    if (!output_ || !errors_) return false;
+    ordered_ = std::make_unique<OrderedOutput>(inputs_, output_column_,
+                                               samples_, output_, errors_);
+    return true;
+  }
+
+  // Writes every row that never came back to the errors file with `reason`
+  // and closes both files.
+  absl::Status Close(const std::string& reason, GenerateSummary& summary) {
+    ordered_->FinishMissing(reason);
+    summary.lines_written = ordered_->lines_written();
+    summary.rows_failed = ordered_->rows_failed();
+    output_.close();
+    errors_.close();
+    if (!output_ || !errors_) {
+      return absl::DataLossError(
+          absl::StrCat("error writing ", output_path_, " or ", errors_path_));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string output_path_;
+  const std::string errors_path_;
+  const std::string output_column_;
+  const int samples_;
+  const std::vector<JsonRow>& inputs_;
+  std::ofstream output_;
+  std::ofstream errors_;
+  std::unique_ptr<OrderedOutput> ordered_;
+};
+
+// Rows seen so far, for the progress line.
+struct Tally {
+  int64_t done = 0;
+  int64_t failed = 0;
+};
+
+// Takes one event into the files, the tally and the summary. An error stops
+// the call (the job is then cancelled).
+absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
+                        Tally& tally, GenerateSummary& summary,
+                        ProgressPrinter& progress) {
+  summary.job_id = event.job_id();
+  switch (event.event_case()) {
+    case v1::JobEvent::kStarted:
+      if (!files.Open()) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("cannot write ", files.output_path(), " or ",
+                         summary.errors_path, "; the job was cancelled"));
+      }
+      break;
+    case v1::JobEvent::kShardResult:
+      if (files.is_open()) files.ordered()->AddResult(event.shard_result());
+      tally.done += event.shard_result().rows_size() / files.samples();
+      progress.Update(tally.done, tally.failed, summary.total_rows, false);
+      break;
+    case v1::JobEvent::kShardError:
+      if (files.is_open()) files.ordered()->AddError(event.shard_error());
+      tally.failed += event.shard_error().row_count();
+      progress.Update(tally.done, tally.failed, summary.total_rows, false);
+      break;
+    case v1::JobEvent::kFinished:
+      summary.finished = event.finished();
+      files.Open();
+      break;
+    case v1::JobEvent::kProgress:
+    case v1::JobEvent::EVENT_NOT_SET:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+// Why the rows that never came back are missing.
+std::string MissingRowsReason(const GenerateSummary& summary) {
+  if (summary.finished.state() != v1::JOB_STATE_UNSPECIFIED) {
+    return absl::StrCat("not generated: job ended ",
+                        v1::JobState_Name(summary.finished.state()),
+                        summary.finished.reason().empty() ? "" : ": ",
+                        summary.finished.reason());
+  }
+  return absl::StrCat("not generated: the call ended with ",
+                      summary.call_status.error_message());
+}
+
+}  // namespace
+
+absl::StatusOr<GenerateSummary> RunGenerate(
+    v1::GenerationService::StubInterface& stub, grpc::ClientContext& context,
+    const GenerateOptions& options, std::ostream& progress_out) {
+  absl::StatusOr<std::vector<JsonRow>> inputs =
+      ReadJsonlRows(options.input_path);
+  if (!inputs.ok()) return inputs.status();
+  const v1::GenerateJobRequest request = BuildRequest(options, *inputs);
 
   GenerateSummary summary;
   summary.total_rows = static_cast<int64_t>(inputs->size());
   summary.errors_path = options.errors_path.empty()
                             ? options.output_path + ".errors.jsonl"
                             : options.errors_path;
-  const std::string output_column = options.block.output_column().empty()
-                                        ? "output"
-                                        : options.block.output_column();
-  const int samples = options.block.n() > 0 ? options.block.n() : 1;
-
-  // Files are opened once the job exists (`started`, or `finished` for a job
-  // cancelled while queued): a rejected job leaves none.
-  std::ofstream output;
-  std::ofstream errors;
-  std::unique_ptr<OrderedOutput> ordered;
-  auto open_outputs = [&]() -> bool {
-    if (ordered) return true;
-    output.open(options.output_path, std::ios::trunc);
-    errors.open(summary.errors_path, std::ios::trunc);
-    if (!output || !errors) return false;
-    ordered = std::make_unique<OrderedOutput>(*inputs, output_column, samples,
-                                              output, errors);
-    return true;
-  };
+  ResultFiles files(options, summary.errors_path, *inputs);
   ProgressPrinter progress(progress_out);
-  int64_t done = 0;
-  int64_t failed = 0;
+  Tally tally;
 
   std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader =
       stub.GenerateJob(&context, request);
   v1::JobEvent event;
   while (reader->Read(&event)) {
-    summary.job_id = event.job_id();
-    switch (event.event_case()) {
-      case v1::JobEvent::kStarted:
-        if (!open_outputs()) {
-          context.TryCancel();
-          return absl::PermissionDeniedError(
-              absl::StrCat("cannot write ", options.output_path, " or ",
-                           summary.errors_path, "; the job was cancelled"));
-        }
-        break;
-      case v1::JobEvent::kShardResult:
-        if (ordered) ordered->AddResult(event.shard_result());
-        done += event.shard_result().rows_size() / samples;
-        progress.Update(done, failed, summary.total_rows, false);
-        break;
-      case v1::JobEvent::kShardError:
-        if (ordered) ordered->AddError(event.shard_error());
-        failed += event.shard_error().row_count();
-        progress.Update(done, failed, summary.total_rows, false);
-        break;
-      case v1::JobEvent::kProgress:
-        break;
-      case v1::JobEvent::kFinished:
-        summary.finished = event.finished();
-        open_outputs();
-        break;
-      case v1::JobEvent::EVENT_NOT_SET:
-        break;
+    if (absl::Status applied =
+            ApplyEvent(event, files, tally, summary, progress);
+        !applied.ok()) {
+      context.TryCancel();
+      return applied;
     }
   }
   summary.call_status = reader->Finish();
-  if (!ordered) {
+  if (!files.is_open()) {
     // The job never started: the server rejected it.
     if (!summary.call_status.ok()) return FromGrpcStatus(summary.call_status);
     return absl::InternalError("the stream ended before the job started");
   }
-  progress.Update(done, failed, summary.total_rows, true);
-
-  std::string reason;
-  if (summary.finished.state() != v1::JOB_STATE_UNSPECIFIED) {
-    reason = absl::StrCat("not generated: job ended ",
-                          v1::JobState_Name(summary.finished.state()),
-                          summary.finished.reason().empty() ? "" : ": ",
-                          summary.finished.reason());
-  } else {
-    reason = absl::StrCat("not generated: the call ended with ",
-                          summary.call_status.error_message());
-  }
-  ordered->FinishMissing(reason);
-  summary.lines_written = ordered->lines_written();
-  summary.rows_failed = ordered->rows_failed();
-  output.close();
-  errors.close();
-  if (!output || !errors) {
-    return absl::DataLossError(absl::StrCat(
-        "error writing ", options.output_path, " or ", summary.errors_path));
+  progress.Update(tally.done, tally.failed, summary.total_rows, true);
+  if (absl::Status closed = files.Close(MissingRowsReason(summary), summary);
+      !closed.ok()) {
+    return closed;
   }
   return summary;
 }

@@ -267,12 +267,6 @@ TEST_F(EndToEndTest, SigtermStopsTheServerWithExitCodeZero) {
   EXPECT_THAT(stack_->SdgdLog(), HasSubstr("shutdown: done"));
 }
 
-}  // namespace
-}  // namespace sdg::testing
-
-namespace sdg::testing {
-namespace {
-
 // The API key reaches the backend and nowhere else: not the log (at debug),
 // the error file, the events sdgctl prints, or /metrics, even when the
 // backend quotes a wrong key back in its 401.
@@ -312,12 +306,6 @@ TEST_F(EndToEndTest, ApiKeyIsSentButNeverShown) {
     EXPECT_THAT(text, ::testing::Not(HasSubstr(wrong)));
   }
 }
-
-}  // namespace
-}  // namespace sdg::testing
-
-namespace sdg::testing {
-namespace {
 
 // sdgd's log is what an operator greps and ships: one JSON object per line
 // with ts, level and msg, the fields that identify a failure, and no prompt

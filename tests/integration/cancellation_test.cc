@@ -54,8 +54,7 @@ class CancellationTest : public ServiceFixture {
 };
 
 TEST_F(CancellationTest, CancelJobRpcAbortsInFlightRequests) {
-  Events events;
-  std::thread reader([&] { events = Run(HangingJob("rpc")); });
+  auto call = RunInBackground(HangingJob("rpc"));
   AwaitHung(slow_, 8);
 
   grpc::ClientContext context;
@@ -63,7 +62,7 @@ TEST_F(CancellationTest, CancelJobRpcAbortsInFlightRequests) {
   cancel.set_job_id("rpc");
   v1::Job job;
   ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
-  reader.join();
+  Events events = call->Wait();
 
   EXPECT_TRUE(events.status.ok()) << events.status.error_message();
   v1::JobFinished finished = events.Finished();
@@ -78,12 +77,10 @@ TEST_F(CancellationTest, CancelJobRpcAbortsInFlightRequests) {
 }
 
 TEST_F(CancellationTest, ClientCancelCancelsTheJob) {
-  grpc::ClientContext context;
-  Events events;
-  std::thread reader([&] { events = Run(HangingJob("client"), &context); });
+  auto call = RunInBackground(HangingJob("client"));
   AwaitHung(slow_, 8);
-  context.TryCancel();
-  reader.join();
+  call->context().TryCancel();
+  Events events = call->Wait();
 
   EXPECT_EQ(events.status.error_code(), grpc::StatusCode::CANCELLED);
   ASSERT_TRUE(Eventually(
@@ -117,12 +114,9 @@ TEST_F(CancellationTest, CallDeadlineFailsTheJob) {
 }
 
 TEST_F(CancellationTest, FailFastAbortsTheOtherShards) {
-  // With this seed the first four requests hang, hang, hang and fail (400).
+  // Four shards at once: three requests hang, the fourth fails with 400.
   llmsim::SimServer::Options faults;
-  faults.fail_rate = 0.1;
-  faults.fail_code = 400;
-  faults.hang_rate = 0.9;
-  faults.fault_seed = 4;
+  faults.fault_script = "hang,hang,hang,400";
   SimThread faulty(faults);
   server_.reset();
   StartServer({{"sim", fast_.url()}, {"faulty", faulty.url()}});
@@ -142,11 +136,10 @@ TEST_F(CancellationTest, FailFastAbortsTheOtherShards) {
 }
 
 TEST_F(CancellationTest, ShutdownCancelsRunningJobsAndSendsFinished) {
-  Events events;
-  std::thread reader([&] { events = Run(HangingJob("shutdown")); });
+  auto call = RunInBackground(HangingJob("shutdown"));
   AwaitHung(slow_, 8);
   server_->Shutdown(absl::Milliseconds(100));
-  reader.join();
+  Events events = call->Wait();
   EXPECT_TRUE(events.status.ok()) << events.status.error_message();
   EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(events.Finished().reason(),
@@ -162,11 +155,9 @@ TEST_F(CancellationTest, FullServerAnswersResourceExhausted) {
   options.scheduler.max_queued_jobs = 1;
   StartServer({{"sim", fast_.url()}, {"slow", slow_.url()}}, options);
 
-  Events running_events;
-  std::thread running([&] { running_events = Run(HangingJob("running")); });
+  auto running = RunInBackground(HangingJob("running"));
   AwaitHung(slow_, 8);
-  Events queued_events;
-  std::thread queued([&] { queued_events = Run(HangingJob("queued")); });
+  auto queued = RunInBackground(HangingJob("queued"));
   ASSERT_TRUE(Eventually([&] {
     absl::StatusOr<v1::Job> job = GetJob("queued");
     return job.ok() && job->state() == v1::JOB_STATE_QUEUED;
@@ -185,8 +176,8 @@ TEST_F(CancellationTest, FullServerAnswersResourceExhausted) {
     v1::Job job;
     ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
   }
-  running.join();
-  queued.join();
+  Events running_events = running->Wait();
+  Events queued_events = queued->Wait();
   EXPECT_EQ(running_events.Finished().state(), v1::JOB_STATE_CANCELLED);
   // Cancelled while queued: `finished` without `started`.
   ASSERT_EQ(queued_events.all.size(), 1u);

@@ -22,8 +22,7 @@ TEST_F(FairnessTest, SmallJobFinishesWhileTheBigOneRuns) {
   big.set_job_id("big");
   big.set_batch_size(1);
   big.set_num_workers(4);
-  Events big_events;
-  std::thread big_reader([&] { big_events = Run(big); });
+  auto big_call = RunInBackground(big);
   ASSERT_TRUE(Eventually([&] {
     absl::StatusOr<v1::Job> job = GetJob("big");
     return job.ok() && job->rows_succeeded() > 0;
@@ -38,7 +37,7 @@ TEST_F(FairnessTest, SmallJobFinishesWhileTheBigOneRuns) {
   cancel.set_job_id("big");
   v1::Job job;
   ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
-  big_reader.join();
+  Events big_events = big_call->Wait();
   EXPECT_EQ(big_events.Finished().state(), v1::JOB_STATE_CANCELLED);
   EXPECT_LT(big_events.Finished().rows_succeeded(), 100000);
 }

@@ -75,6 +75,49 @@ struct Events {
   }
 };
 
+// Reads a GenerateJob call to its end.
+inline Events ReadAll(v1::GenerationService::Stub& stub,
+                      const v1::GenerateJobRequest& request,
+                      grpc::ClientContext* context) {
+  Events events;
+  auto reader = stub.GenerateJob(context, request);
+  v1::JobEvent event;
+  while (reader->Read(&event)) events.all.push_back(event);
+  events.status = reader->Finish();
+  return events;
+}
+
+// A GenerateJob call read to its end on a thread of its own, for tests that
+// act while it runs. Destroying it cancels the call and joins the thread, so
+// a failed ASSERT in the test body returns cleanly instead of terminating
+// the process with a joinable thread (and losing the report).
+class BackgroundCall {
+ public:
+  BackgroundCall(v1::GenerationService::Stub& stub,
+                 v1::GenerateJobRequest request)
+      : thread_([this, &stub, request = std::move(request)] {
+          events_ = ReadAll(stub, request, &context_);
+        }) {}
+  ~BackgroundCall() {
+    if (thread_.joinable()) {
+      context_.TryCancel();
+      thread_.join();
+    }
+  }
+  // Thread-safe: TryCancel() may be called while the call runs.
+  grpc::ClientContext& context() { return context_; }
+  // Waits for the call to end and returns what it read.
+  Events Wait() {
+    thread_.join();
+    return std::move(events_);
+  }
+
+ private:
+  grpc::ClientContext context_;
+  Events events_;       // written by thread_ until it is joined
+  std::thread thread_;  // last: starts once the rest exists
+};
+
 class ServiceFixture : public ::testing::Test {
  protected:
   // Stops the server before the derived fixture's llmsim servers go.
@@ -121,13 +164,11 @@ class ServiceFixture : public ::testing::Test {
   Events Run(const v1::GenerateJobRequest& request,
              grpc::ClientContext* context = nullptr) {
     grpc::ClientContext own_context;
-    if (context == nullptr) context = &own_context;
-    Events events;
-    auto reader = stub_->GenerateJob(context, request);
-    v1::JobEvent event;
-    while (reader->Read(&event)) events.all.push_back(event);
-    events.status = reader->Finish();
-    return events;
+    return ReadAll(*stub_, request, context ? context : &own_context);
+  }
+  std::unique_ptr<BackgroundCall> RunInBackground(
+      v1::GenerateJobRequest request) {
+    return std::make_unique<BackgroundCall>(*stub_, std::move(request));
   }
 
   absl::StatusOr<v1::Job> GetJob(const std::string& id) {

@@ -36,6 +36,10 @@ ABSL_FLAG(double, malformed_rate, 0,
 ABSL_FLAG(double, slow_body_rate, 0,
           "share of requests whose body trickles out over --slow_body_ms");
 ABSL_FLAG(int, slow_body_ms, 1000, "how long a slow body takes");
+ABSL_FLAG(std::string, fault_script, "",
+          "faults of the first requests, in order, before any random draw: "
+          "ok, hang, reset, malformed, slow or an HTTP status, comma-separated "
+          "(e.g. hang,hang,hang,400)");
 ABSL_FLAG(uint64_t, fault_seed, 1,
           "seed of the fault draws (reproducible runs)");
 
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
   options.retry_after_s = absl::GetFlag(FLAGS_retry_after);
   options.hang_rate = absl::GetFlag(FLAGS_hang_rate);
   options.fault_seed = absl::GetFlag(FLAGS_fault_seed);
+  options.fault_script = absl::GetFlag(FLAGS_fault_script);
   auto server = sdg::llmsim::SimServer::Create(options);
   if (!server.ok()) {
     std::fprintf(stderr, "llmsim: %s\n",

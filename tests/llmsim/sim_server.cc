@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace sdg::llmsim {
@@ -43,11 +44,41 @@ struct SimServer::Pending {
   }
 };
 
+absl::StatusOr<std::vector<SimServer::ScriptStep>> SimServer::ParseFaultScript(
+    const std::string& script) {
+  std::vector<ScriptStep> steps;
+  if (script.empty()) return steps;
+  for (absl::string_view word : absl::StrSplit(script, ',')) {
+    ScriptStep step;
+    if (word == "ok") {
+    } else if (word == "hang") {
+      step.fault = Fault::kHang;
+    } else if (word == "reset") {
+      step.fault = Fault::kReset;
+    } else if (word == "malformed") {
+      step.fault = Fault::kMalformed;
+    } else if (word == "slow") {
+      step.fault = Fault::kSlowBody;
+    } else if (!absl::SimpleAtoi(word, &step.fail_status) ||
+               step.fail_status < 400 || step.fail_status > 599) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fault_script: unknown step \"", word,
+          "\"; use ok, hang, reset, malformed, slow or an HTTP status "
+          "400-599"));
+    }
+    steps.push_back(step);
+  }
+  return steps;
+}
+
 absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
     const Options& options) {
   static const int threads_ready = evthread_use_pthreads();
   if (threads_ready != 0)
     return absl::InternalError("evthread_use_pthreads failed");
+  absl::StatusOr<std::vector<ScriptStep>> script =
+      ParseFaultScript(options.fault_script);
+  if (!script.ok()) return script.status();
 
   size_t colon = options.listen.rfind(':');
   int port = 0;
@@ -94,6 +125,7 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
       evsignal_new(server->base_, SIGINT, &SimServer::OnSignal, server.get());
   server->sigterm_ =
       evsignal_new(server->base_, SIGTERM, &SimServer::OnSignal, server.get());
+  server->fault_script_ = *std::move(script);
   return server;
 }
 
@@ -189,6 +221,14 @@ void SimServer::Handle(evhttp_request* request) {
 
 SimServer::Fault SimServer::DrawFault(evhttp_request* request,
                                       SimReply& reply) {
+  if (next_script_step_ < fault_script_.size()) {
+    const ScriptStep& step = fault_script_[next_script_step_++];
+    if (step.fail_status != 0) {
+      reply = {step.fail_status,
+               ErrorBody(step.fail_status, "simulated failure")};
+    }
+    return step.fault;
+  }
   double draw = std::uniform_real_distribution<double>(0, 1)(fault_random_);
   double bound = options_.fail_rate;
   if (draw < bound) {

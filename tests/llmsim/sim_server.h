@@ -62,6 +62,11 @@ class SimServer {
     double slow_body_rate = 0;  // the body trickles out over slow_body_ms
     int slow_body_ms = 1000;
     uint64_t fault_seed = 1;
+    // The faults of the first generation requests, in arrival order, before
+    // any random draw: comma-separated steps, each "ok", "hang", "reset",
+    // "malformed", "slow" or an HTTP status to fail with (e.g.
+    // "hang,hang,hang,400"). Later requests draw as above.
+    std::string fault_script;
   };
 
   // Binds the port; port 0 picks a free one.
@@ -77,6 +82,13 @@ class SimServer {
 
  private:
   enum class Fault { kNone, kHang, kReset, kMalformed, kSlowBody };
+  // One step of Options::fault_script: a fault, or a status to fail with.
+  struct ScriptStep {
+    Fault fault = Fault::kNone;
+    int fail_status = 0;
+  };
+  static absl::StatusOr<std::vector<ScriptStep>> ParseFaultScript(
+      const std::string& script);
   struct Pending;
   struct Stats {
     int64_t requests = 0;  // generation requests (completions and chat)
@@ -135,6 +147,8 @@ class SimServer {
   int port_ = 0;
   Stats stats_;
   std::mt19937_64 fault_random_;
+  std::vector<ScriptStep> fault_script_;
+  size_t next_script_step_ = 0;
   int in_service_ = 0;
   std::deque<Pending*> waiting_for_slot_;
   // Replies not yet sent, by connection, so a closed connection frees its own.

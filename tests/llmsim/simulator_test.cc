@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/llmsim/sim_server.h"
+
 namespace sdg::llmsim {
 namespace {
 
@@ -72,6 +74,17 @@ TEST(SimulatorTest, ModelsReportsVllmOwnership) {
   json body = json::parse(Simulator{"m"}.Models().body);
   EXPECT_EQ(body["data"][0]["id"], "m");
   EXPECT_EQ(body["data"][0]["owned_by"], "vllm");
+}
+
+TEST(SimServerTest, AnUnknownFaultScriptStepIsRejectedByName) {
+  SimServer::Options options;
+  options.fault_script = "hang,explode";
+  absl::StatusOr<std::unique_ptr<SimServer>> server =
+      SimServer::Create(options);
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(server.status().message(),
+            "fault_script: unknown step \"explode\"; use ok, hang, reset, "
+            "malformed, slow or an HTTP status 400-599");
 }
 
 }  // namespace
