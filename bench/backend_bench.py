@@ -399,7 +399,7 @@ limit (`--backend_max_in_flight capN=N`, `adaptive=adaptive`).
 
 The adaptive limit starts at 16, doubles every round trip until the
 latency rises above twice its floor or the server answers 429/503, then
-grows by one per round trip (AIMD, `server/concurrency_limit.h`).
+grows by one per round trip (AIMD, `server/backend/concurrency_limit.h`).
 """)
 
 

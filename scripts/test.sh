@@ -3,11 +3,24 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+start=$(date +%s)
 
 scripts/setup.sh test
 command -v npm > /dev/null || scripts/setup.sh node
 
+# A wrong-way include fails at once, before any build (the builds run the
+# same check as their target check_layers).
+scripts/check-layers.sh
+
 jobs=${SDG_BUILD_JOBS:-2}
+
+# ccache (scripts/packages.txt) serves the three builds below and every later
+# run on this machine. Its cache lives outside the clone, and paths are
+# hashed relative to it, so a fresh clone in another folder reuses it.
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/sdgd-ccache}
+export CCACHE_BASEDIR=$root
+export CCACHE_NOHASHDIR=1
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 
 # run_suite BUILD_DIR CTEST_ARGS... -- CMAKE_ARGS...
 run_suite() {
@@ -32,7 +45,10 @@ run_suite build/test -- -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ "${SDG_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan/suppressions.txt}
+  # history_size=4: enough history that a report shows both stacks.
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$root/tests/tsan/suppressions.txt}
   run_suite build/asan -L "unit|integration|e2e" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address
   run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread
 fi
+echo "=== every stage passed in $(( $(date +%s) - start )) s"
+command -v ccache > /dev/null && ccache -s | grep -E '^ *(Hits|Misses):' || true
