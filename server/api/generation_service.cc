@@ -73,33 +73,33 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
   });
 }
 
-grpc::ServerUnaryReactor* GenerationService::CancelJob(
-    grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
-    v1::Job* response) {
+grpc::ServerUnaryReactor* GenerationService::AnswerWithJob(
+    grpc::CallbackServerContext* context, const std::string& job_id,
+    v1::Job* response, absl::FunctionRef<void(Job&)> action) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request->job_id());
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id);
   if (!job.ok()) {
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
   }
-  (*job)->Cancel(absl::CancelledError("cancelled by CancelJob"));
+  action(**job);
   *response = (*job)->Snapshot();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
+grpc::ServerUnaryReactor* GenerationService::CancelJob(
+    grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
+    v1::Job* response) {
+  return AnswerWithJob(context, request->job_id(), response, [](Job& job) {
+    job.Cancel(absl::CancelledError("cancelled by CancelJob"));
+  });
+}
+
 grpc::ServerUnaryReactor* GenerationService::GetJob(
     grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
     v1::Job* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request->job_id());
-  if (!job.ok()) {
-    reactor->Finish(ToGrpcStatus(job.status()));
-    return reactor;
-  }
-  *response = (*job)->Snapshot();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return AnswerWithJob(context, request->job_id(), response, [](Job&) {});
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListJobs(

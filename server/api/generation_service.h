@@ -3,6 +3,7 @@
 #ifndef SDG_SERVER_API_GENERATION_SERVICE_H_
 #define SDG_SERVER_API_GENERATION_SERVICE_H_
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "sdg/v1/generation.grpc.pb.h"
@@ -49,6 +50,13 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   // Validates, registers and submits a job whose events go to `sink`.
   absl::StatusOr<std::shared_ptr<Job>> Admit(
       const v1::GenerateJobRequest& request, std::shared_ptr<JobSink> sink);
+
+  // Finds the job (NOT_FOUND otherwise), applies `action` to it and answers
+  // with its snapshot.
+  grpc::ServerUnaryReactor* AnswerWithJob(grpc::CallbackServerContext* context,
+                                          const std::string& job_id,
+                                          v1::Job* response,
+                                          absl::FunctionRef<void(Job&)> action);
 
   const BackendNames backends_;
   Scheduler& scheduler_;

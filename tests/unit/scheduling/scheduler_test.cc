@@ -151,13 +151,15 @@ class SchedulerTest : public ::testing::Test {
   std::shared_ptr<Job> MakeJob(
       const std::string& id, int shards, int num_workers,
       std::shared_ptr<RecordingSink> sink,
-      v1::ErrorPolicy policy = v1::ERROR_POLICY_CONTINUE) {
+      v1::ErrorPolicy policy = v1::ERROR_POLICY_CONTINUE,
+      std::optional<absl::Duration> timeout = std::nullopt) {
     JobSpec spec;
     spec.job_id = id;
     spec.rows.resize(shards);
     spec.batch_size = 1;
     spec.num_workers = num_workers;
     spec.error_policy = policy;
+    spec.timeout = timeout;
     return std::make_shared<Job>(std::move(spec), std::move(sink), metrics_);
   }
 
