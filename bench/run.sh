@@ -5,7 +5,9 @@
 # suite. Takes about five minutes on 2 cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/lib.sh"
 "$root/scripts/setup.sh" bench
+use_ccache "$root"
 build="$root/build/release"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$build" -j 2 --target benches sdgd sdgctl llmsim

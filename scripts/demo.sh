@@ -8,6 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
 
 "$root/scripts/setup.sh"
+use_ccache "$root"
 build="$root/build/release"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$build" -j 2 --target sdgd sdgctl llmsim

@@ -3,6 +3,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+source scripts/lib.sh
 start=$(date +%s)
 
 scripts/setup.sh test
@@ -14,13 +15,7 @@ scripts/check-layers.sh
 
 jobs=${SDG_BUILD_JOBS:-2}
 
-# ccache (scripts/packages.txt) serves the three builds below and every later
-# run on this machine. Its cache lives outside the clone, and paths are
-# hashed relative to it, so a fresh clone in another folder reuses it.
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/sdgd-ccache}
-export CCACHE_BASEDIR=$root
-export CCACHE_NOHASHDIR=1
-export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+use_ccache "$root"
 
 # run_suite BUILD_DIR CTEST_ARGS... -- CMAKE_ARGS...
 run_suite() {

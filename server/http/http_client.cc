@@ -301,6 +301,12 @@ void HttpClient::FinishTransfer(RequestId id, HttpResponse response) {
   transfer->done(std::move(response));
 }
 
+void HttpClient::AbortTransfer(RequestId id, absl::string_view why) {
+  HttpResponse response;
+  response.transport = absl::CancelledError(why);
+  FinishTransfer(id, std::move(response));
+}
+
 void HttpClient::CompleteFinishedTransfers() {
   int remaining = 0;
   while (CURLMsg* message = curl_multi_info_read(multi_, &remaining)) {
@@ -349,11 +355,7 @@ bool HttpClient::TakeSubmittedWork() {
     stopping = stopping_;
   }
   for (Submitted& submitted : to_start) StartTransfer(std::move(submitted));
-  for (RequestId id : to_cancel) {
-    HttpResponse response;
-    response.transport = absl::CancelledError("request cancelled");
-    FinishTransfer(id, std::move(response));
-  }
+  for (RequestId id : to_cancel) AbortTransfer(id, "request cancelled");
   return !stopping;
 }
 
@@ -430,9 +432,7 @@ void HttpClient::AbortEverythingLeft() {
   std::vector<RequestId> unfinished;
   for (const auto& [id, transfer] : transfers_) unfinished.push_back(id);
   for (RequestId id : unfinished) {
-    HttpResponse response;
-    response.transport = absl::CancelledError("HTTP client is shutting down");
-    FinishTransfer(id, std::move(response));
+    AbortTransfer(id, "HTTP client is shutting down");
   }
 }
 

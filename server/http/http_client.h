@@ -122,6 +122,9 @@ class HttpClient final : public TimerService {
   // Removes the transfer from libcurl, keeps its handle for reuse, and runs
   // its callback with `response`. Unknown ids (already finished) are ignored.
   void FinishTransfer(RequestId id, HttpResponse response);
+  // Stops a transfer in progress (libcurl closes its connection) and
+  // completes it with CANCELLED and `why`.
+  void AbortTransfer(RequestId id, absl::string_view why);
   void AbortEverythingLeft();
   int PollTimeoutMs();
 
