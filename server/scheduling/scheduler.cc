@@ -43,6 +43,11 @@ Scheduler::~Scheduler() {
 }
 
 absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
+  // Keeps the job (and the token the registration below points into) alive
+  // until the registration is settled: once the job is listed, a worker may
+  // finish it and drop its own reference at any moment. Declared before the
+  // registration, so destroyed after it.
+  const std::shared_ptr<Job> keep_alive = job;
   Job* raw = job.get();
   raw->SetOnStreamRoom([this] { Wake(); });
   {
