@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cassert>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
