@@ -106,9 +106,15 @@ JobStreamReactor::JobStreamReactor(std::shared_ptr<StreamSink> sink,
                                    absl::AnyInvocable<void()> on_client_cancel)
     : sink_(std::move(sink)), on_client_cancel_(std::move(on_client_cancel)) {}
 
+JobStreamReactor* JobStreamReactor::Allocate(
+    std::shared_ptr<StreamSink> sink,
+    absl::AnyInvocable<void()> on_client_cancel) {
+  return new JobStreamReactor(std::move(sink), std::move(on_client_cancel));
+}
+
 JobStreamReactor* JobStreamReactor::Reject(const grpc::Status& status) {
   // Its sink is never attached, so nothing but this Finish reaches gRPC.
-  auto* reactor = new JobStreamReactor(std::make_shared<StreamSink>(), nullptr);
+  auto* reactor = Allocate(std::make_shared<StreamSink>(), nullptr);
   reactor->Finish(status);
   return reactor;
 }
@@ -116,8 +122,7 @@ JobStreamReactor* JobStreamReactor::Reject(const grpc::Status& status) {
 JobStreamReactor* JobStreamReactor::Create(
     std::shared_ptr<StreamSink> sink,
     absl::AnyInvocable<void()> on_client_cancel) {
-  auto* reactor =
-      new JobStreamReactor(std::move(sink), std::move(on_client_cancel));
+  auto* reactor = Allocate(std::move(sink), std::move(on_client_cancel));
   reactor->sink_->Attach(reactor);
   return reactor;
 }
