@@ -331,14 +331,10 @@ TEST_F(SchedulerTest, FullStreamPausesTheJobUntilItHasRoom) {
 TEST_F(SchedulerTest, TimeoutStopsTheJobWithDeadlineExceeded) {
   StartScheduler(2);
   auto sink = std::make_shared<RecordingSink>();
-  JobSpec spec;
-  spec.job_id = "slow";
-  spec.rows.resize(4);
-  spec.batch_size = 1;
-  spec.num_workers = 2;
-  spec.timeout = absl::Milliseconds(300);
   ASSERT_TRUE(
-      scheduler_->Submit(std::make_shared<Job>(std::move(spec), sink, metrics_))
+      scheduler_
+          ->Submit(MakeJob("slow", 4, 2, sink, v1::ERROR_POLICY_CONTINUE,
+                           absl::Milliseconds(300)))
           .ok());
   runner_.AwaitRunning(2);
   EXPECT_THAT(timers_.ArmedDelays(), ElementsAre(absl::Milliseconds(300)));
@@ -357,15 +353,10 @@ TEST_F(SchedulerTest, FinishedJobLeavesNoTimerArmed) {
   StartScheduler(2);
   runner_.Open();
   auto sink = std::make_shared<RecordingSink>();
-  JobSpec spec;
-  spec.job_id = "quick";
-  spec.rows.resize(2);
-  spec.batch_size = 1;
-  spec.num_workers = 2;
-  spec.timeout = absl::Hours(1);
-  ASSERT_TRUE(
-      scheduler_->Submit(std::make_shared<Job>(std::move(spec), sink, metrics_))
-          .ok());
+  ASSERT_TRUE(scheduler_
+                  ->Submit(MakeJob("quick", 2, 2, sink,
+                                   v1::ERROR_POLICY_CONTINUE, absl::Hours(1)))
+                  .ok());
   EXPECT_EQ(Finished(sink->AwaitClosed()).state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(timers_.ArmedDelays().empty());
 }
