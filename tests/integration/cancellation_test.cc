@@ -42,9 +42,9 @@ class CancellationTest : public ServiceFixture {
                               const std::string& backend = "slow") {
     EXPECT_TRUE(Eventually([&] {
       nlohmann::json stats = sim.Stats();
-      return stats["closed_by_client"] ==
-             (aborted == kEveryRequest ? stats["requests"].get<int>()
-                                       : aborted);
+      return stats["closed_by_client"] == (aborted == kEveryRequest
+                                               ? stats["requests"].get<int>()
+                                               : aborted);
     })) << sim.Stats().dump();
     EXPECT_EQ(sim.Stats()["in_flight"], 0);
     Events next = Run(Request(6));

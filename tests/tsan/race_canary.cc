@@ -34,8 +34,7 @@ class OneEventReactor final
   sdg::v1::JobEvent event_;
 };
 
-class CanaryService final
-    : public sdg::v1::GenerationService::CallbackService {
+class CanaryService final : public sdg::v1::GenerationService::CallbackService {
   grpc::ServerWriteReactor<sdg::v1::JobEvent>* GenerateJob(
       grpc::CallbackServerContext*,
       const sdg::v1::GenerateJobRequest*) override {
