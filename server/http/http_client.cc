@@ -330,13 +330,9 @@ void HttpClient::CompleteFinishedTransfers() {
   }
 }
 
-int HttpClient::PollTimeoutMs() {
+int HttpClient::PollTimeoutMs(absl::Time next_timer) const {
   constexpr int kIdleMs = 1000;
-  absl::Time next = curl_deadline_;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!timer_queue_.empty()) next = std::min(next, timer_queue_.top().due);
-  }
+  const absl::Time next = std::min(curl_deadline_, next_timer);
   if (next == absl::InfiniteFuture()) return kIdleMs;
   absl::Duration until = next - absl::Now();
   return static_cast<int>(std::clamp<int64_t>(
@@ -359,7 +355,7 @@ bool HttpClient::TakeSubmittedWork() {
   return !stopping;
 }
 
-void HttpClient::RunDueTimers() {
+absl::Time HttpClient::RunDueTimers() {
   const absl::Time now = absl::Now();
   while (true) {
     absl::AnyInvocable<void()> callback;
@@ -370,7 +366,8 @@ void HttpClient::RunDueTimers() {
              !timers_.contains(timer_queue_.top().id)) {
         timer_queue_.pop();  // cancelled
       }
-      if (timer_queue_.empty() || timer_queue_.top().due > now) return;
+      if (timer_queue_.empty()) return absl::InfiniteFuture();
+      if (timer_queue_.top().due > now) return timer_queue_.top().due;
       TimerId id = timer_queue_.top().id;
       timer_queue_.pop();
       auto it = timers_.find(id);
@@ -382,10 +379,11 @@ void HttpClient::RunDueTimers() {
   }
 }
 
-void HttpClient::WaitForSocketsAndDriveCurl() {
+void HttpClient::WaitForSocketsAndDriveCurl(absl::Time next_timer) {
   constexpr int kMaxEvents = 256;
   epoll_event events[kMaxEvents];
-  int ready = epoll_wait(epoll_fd_, events, kMaxEvents, PollTimeoutMs());
+  int ready =
+      epoll_wait(epoll_fd_, events, kMaxEvents, PollTimeoutMs(next_timer));
   int running = 0;
   for (int i = 0; i < ready; ++i) {
     if (events[i].data.fd == wake_fd_) {
@@ -407,8 +405,8 @@ void HttpClient::WaitForSocketsAndDriveCurl() {
 
 void HttpClient::Loop() {
   while (TakeSubmittedWork()) {
-    RunDueTimers();
-    WaitForSocketsAndDriveCurl();
+    const absl::Time next_timer = RunDueTimers();
+    WaitForSocketsAndDriveCurl(next_timer);
     CompleteFinishedTransfers();
   }
   AbortEverythingLeft();

@@ -116,8 +116,12 @@ class HttpClient final : public TimerService {
   // once the client is stopping.
   bool TakeSubmittedWork();
   void StartTransfer(Submitted submitted);
-  void RunDueTimers();
-  void WaitForSocketsAndDriveCurl();
+  // Runs the timers that are due; returns when the next one is (infinite
+  // future if none), read under the lock it already takes.
+  absl::Time RunDueTimers();
+  // Waits on epoll until a socket is ready, work is submitted, libcurl's
+  // timeout or `next_timer` comes.
+  void WaitForSocketsAndDriveCurl(absl::Time next_timer);
   void CompleteFinishedTransfers();
   // Removes the transfer from libcurl, keeps its handle for reuse, and runs
   // its callback with `response`. Unknown ids (already finished) are ignored.
@@ -126,7 +130,7 @@ class HttpClient final : public TimerService {
   // completes it with CANCELLED and `why`.
   void AbortTransfer(RequestId id, absl::string_view why);
   void AbortEverythingLeft();
-  int PollTimeoutMs();
+  int PollTimeoutMs(absl::Time next_timer) const;
 
   const Options options_;
   CURLM* const multi_;
