@@ -10,6 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "base/logging.h"
 #include "base/repeated_flag.h"
@@ -31,8 +32,18 @@ ABSL_FLAG(absl::Duration, backend_request_timeout, absl::Seconds(600),
           "backend whole-request timeout");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(25),
           "time running jobs get to finish after SIGTERM");
-ABSL_FLAG(absl::Duration, job_retention, absl::Hours(1),
-          "how long finished jobs stay listed");
+ABSL_FLAG(absl::Duration, job_retention, absl::Hours(24 * 7),
+          "how long finished jobs (and their results) are kept");
+ABSL_FLAG(std::string, state_dir, "sdgd-data",
+          "the job store: SQLite and files; jobs resume from it on start");
+ABSL_FLAG(bool, ephemeral, false,
+          "keep jobs in memory only: nothing survives a restart");
+ABSL_FLAG(std::string, data_root, "",
+          "directory that requests' dataset_path may name files under "
+          "(empty: dataset_path is refused)");
+ABSL_FLAG(std::string, on_shutdown, "suspend",
+          "after --shutdown_grace: suspend running jobs (they resume on the "
+          "next start) or cancel them");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
 ABSL_FLAG(int, max_request_mib, 256,
           "largest GenerateJob request (the inline dataset), in MiB");
@@ -69,6 +80,18 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.http.connect_timeout = absl::GetFlag(FLAGS_backend_connect_timeout);
   options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
   options.service.job_retention = absl::GetFlag(FLAGS_job_retention);
+  options.service.data_root = absl::GetFlag(FLAGS_data_root);
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.ephemeral = absl::GetFlag(FLAGS_ephemeral);
+  const std::string on_shutdown = absl::GetFlag(FLAGS_on_shutdown);
+  if (on_shutdown == "suspend") {
+    options.on_shutdown = sdg::ServerOptions::OnShutdown::kSuspend;
+  } else if (on_shutdown == "cancel") {
+    options.on_shutdown = sdg::ServerOptions::OnShutdown::kCancel;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--on_shutdown must be suspend or cancel, got \"", on_shutdown, "\""));
+  }
   options.service.limits.default_num_workers = sdg::DefaultNumWorkers();
   backend_flags.defaults.retry.max_attempts =
       absl::GetFlag(FLAGS_backend_max_attempts);
@@ -117,7 +140,7 @@ int main(int argc, char** argv) {
       return;
     }
     absl::MutexLock lock(&running_mu);
-    if (running != nullptr) running->CancelAllJobs();
+    if (running != nullptr) running->StopJobsNow("second signal");
   });
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -146,7 +169,10 @@ int main(int argc, char** argv) {
            {{"port", (*server)->port()},
             {"metrics_port", (*server)->metrics_port()},
             {"backends", options->backends.size()},
-            {"max_workers", options->scheduler.max_workers}});
+            {"max_workers", options->scheduler.max_workers},
+            {"state_dir", options->ephemeral ? "(ephemeral)"
+                                             : options->state_dir},
+            {"jobs_resumed", (*server)->resumed_jobs()}});
   {
     absl::MutexLock lock(&running_mu);
     running = server->get();

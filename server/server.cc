@@ -7,6 +7,8 @@
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "grpc/health/v1/health.pb.h"
+#include "server/jobs/memory_job_store.h"
+#include "server/jobs/sqlite_job_store.h"
 
 namespace sdg {
 
@@ -51,6 +53,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     server->backends_.push_back(std::move(backend));
   }
 
+  if (opts.ephemeral) {
+    server->store_ = std::make_unique<MemoryJobStore>();
+  } else {
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
+        SqliteJobStore::Open(opts.state_dir);
+    if (!store.ok()) return store.status();
+    server->store_ = *std::move(store);
+  }
+
   server->metrics_.Workers(opts.scheduler.max_workers);
   server->runner_ = std::make_unique<BackendShardRunner>(
       std::move(backends_by_name), server->metrics_);
@@ -58,7 +69,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       opts.scheduler, *server->runner_, *server->http_, server->metrics_);
   server->service_ = std::make_unique<GenerationService>(
       opts.service, std::move(backend_names), *server->scheduler_,
-      server->metrics_);
+      *server->store_, server->metrics_);
+  // Before the port opens: a client never sees a stored job as NOT_FOUND.
+  absl::StatusOr<int> resumed = server->service_->ResumeStoredJobs();
+  if (!resumed.ok()) return resumed.status();
+  server->resumed_jobs_ = *resumed;
 
   grpc::EnableDefaultHealthCheckService(true);
   // The default health service carries no protobuf descriptors; linking
@@ -102,21 +117,30 @@ void Server::Shutdown(absl::Duration grace) {
   }
   service_->StartDraining();
   if (!service_->AwaitJobsFinished(absl::Now() + grace)) {
-    Log(LogLevel::kWarning, "shutdown: grace period ended, cancelling jobs");
-    service_->CancelAllJobs(
-        absl::CancelledError("server is shutting down (grace period ended)"));
+    Log(LogLevel::kWarning, "shutdown: grace period ended",
+        {{"jobs", SuspendsOnShutdown() ? "suspended" : "cancelled"}});
+    StopJobsNow("grace period ended");
     service_->AwaitJobsFinished(absl::InfiniteFuture());
   }
-  // Every job has queued its `finished` event; give the streams a moment to
+  // Every job has committed its last event; give the streams a moment to
   // deliver it, then stop. Reactors all call Finish, so this returns early.
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   grpc_server_->Wait();
   Log(LogLevel::kInfo, "shutdown: done");
 }
 
-void Server::CancelAllJobs() {
-  service_->CancelAllJobs(
-      absl::CancelledError("server is shutting down (second signal)"));
+bool Server::SuspendsOnShutdown() const {
+  return options_.on_shutdown == ServerOptions::OnShutdown::kSuspend &&
+         store_->durable();
+}
+
+void Server::StopJobsNow(absl::string_view why) {
+  const std::string reason = absl::StrCat("server is shutting down (", why, ")");
+  if (SuspendsOnShutdown()) {
+    service_->SuspendAllJobs(absl::UnavailableError(reason));
+  } else {
+    service_->CancelAllJobs(absl::CancelledError(reason));
+  }
 }
 
 }  // namespace sdg

@@ -15,6 +15,7 @@
 #include "server/api/generation_service.h"
 #include "server/backend/backend.h"
 #include "server/http/http_client.h"
+#include "server/jobs/job_store.h"
 #include "server/observability/metrics.h"
 #include "server/observability/metrics_server.h"
 #include "server/scheduling/scheduler.h"
@@ -36,6 +37,14 @@ struct ServerOptions {
   // The first is the default backend.
   std::vector<BackendOptions> backends;
   Scheduler::Options scheduler;
+  // The job store: SQLite and files under state_dir, or nothing that
+  // outlives the process when ephemeral.
+  std::string state_dir = "sdgd-data";
+  bool ephemeral = false;
+  // After the shutdown grace: suspend running jobs (they resume on the next
+  // start) or cancel them. Ephemeral servers always cancel.
+  enum class OnShutdown { kSuspend, kCancel };
+  OnShutdown on_shutdown = OnShutdown::kSuspend;
   HttpClient::Options http;
   GenerationService::Options service;
 };
@@ -51,14 +60,19 @@ class Server {
   Metrics& metrics() { return metrics_; }
 
   // Health turns NOT_SERVING and new jobs get UNAVAILABLE at once; running
-  // jobs get `grace` to end, then are cancelled; every stream gets its
-  // `finished` event; then the gRPC server stops. Blocks until done.
+  // jobs get `grace` to end, then are suspended (watchers get UNAVAILABLE)
+  // or cancelled (every stream gets its `finished` event), as on_shutdown
+  // says; then the gRPC server stops. Blocks until done.
   void Shutdown(absl::Duration grace);
-  // Cancels every running job now (a second signal during Shutdown).
-  void CancelAllJobs();
+  // Ends the grace period now (a second signal during Shutdown): suspends
+  // or cancels every running job, saying `why`.
+  void StopJobsNow(absl::string_view why);
+  // Jobs resumed from the store at start.
+  int resumed_jobs() const { return resumed_jobs_; }
 
  private:
   Server() = default;
+  bool SuspendsOnShutdown() const;
 
   // Declaration order is construction order; destruction runs backwards.
   ServerOptions options_;
@@ -66,11 +80,15 @@ class Server {
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<HttpClient> http_;
   std::vector<std::unique_ptr<Backend>> backends_;
+  // Before the scheduler and the service: their jobs write to it until they
+  // are destroyed.
+  std::unique_ptr<JobStore> store_;
   std::unique_ptr<ShardRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
+  int resumed_jobs_ = 0;
   bool shut_down_ = false;
 };
 

@@ -1,23 +1,45 @@
 #include "server/api/generation_service.h"
 
+#include <stdlib.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "server/api/dataset_upload.h"
 #include "server/api/job_stream.h"
+#include "sdg/v1/block_defaults.h"
 #include "server/api/status_util.h"
 
 namespace sdg {
+namespace {
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
 
 GenerationService::GenerationService(const Options& options,
                                      BackendNames backends,
-                                     Scheduler& scheduler, Metrics& metrics)
+                                     Scheduler& scheduler, JobStore& store,
+                                     Metrics& metrics)
     : options_(options),
       backends_(std::move(backends)),
       scheduler_(scheduler),
+      store_(store),
       metrics_(metrics),
-      registry_(options.job_retention) {}
+      registry_(options.job_retention, store) {}
 
 absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
-    const v1::GenerateJobRequest& request, std::shared_ptr<JobSink> sink) {
+    const v1::GenerateJobRequest& request) {
   {
     absl::MutexLock lock(&mu_);
     if (draining_) {
@@ -25,34 +47,262 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
           "server is shutting down; retry against another replica");
     }
   }
+  const std::string digest = RequestDigest(request);
+  if (!request.job_id().empty()) {
+    if (absl::StatusOr<std::shared_ptr<Job>> existing =
+            registry_.Find(request.job_id());
+        existing.ok()) {
+      if ((*existing)->request_digest() == digest) return existing;
+      return absl::AlreadyExistsError(
+          absl::StrCat("job_id: a job \"", request.job_id(),
+                       "\" already exists with a different request; choose "
+                       "another id or leave job_id empty"));
+    }
+  }
   absl::StatusOr<JobSpec> spec =
       ValidateRequest(request, backends_, options_.limits);
-  if (!spec.ok()) {
+  absl::Status valid = spec.ok() ? ValidateDatasetSource(request)
+                                 : spec.status();
+  if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
         {{"job_id", request.job_id()},
-         {"error", std::string(spec.status().message())}});
-    return spec.status();
+         {"error", std::string(valid.message())}});
+    return valid;
   }
-  auto job = std::make_shared<Job>(*std::move(spec), std::move(sink), metrics_);
-  if (absl::Status added = registry_.Add(job); !added.ok()) return added;
+  const std::string job_id = spec->job_id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!admitting_.insert(job_id).second) {
+      return absl::AbortedError(absl::StrCat(
+          "job_id: a request for job \"", job_id,
+          "\" is being admitted right now; retry to attach to it"));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Job>> job =
+      AdmitNew(request, digest, *std::move(spec));
+  absl::MutexLock lock(&mu_);
+  admitting_.erase(job_id);
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
+    const v1::GenerateJobRequest& request, const std::string& digest,
+    JobSpec spec) {
+  const std::string job_id = spec.job_id;
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      StoreDataset(request, spec);
+  if (!dataset.ok()) {
+    store_.DiscardJobDataset(job_id);
+    Log(LogLevel::kInfo, "job rejected",
+        {{"job_id", job_id}, {"error", std::string(dataset.status().message())}});
+    return dataset.status();
+  }
+  JobRecord record;
+  record.job_id = job_id;
+  record.request = request;
+  record.request.clear_rows();  // they are the dataset now
+  record.request.set_job_id(job_id);
+  record.request_digest = digest;
+  record.create_time = absl::Now();
+  if (absl::Status added = store_.AddJob(record); !added.ok()) {
+    store_.DiscardJobDataset(job_id);
+    return added;
+  }
+  const int64_t shard_count =
+      ShardPlan((*dataset)->row_count(), spec.batch_size).shard_count();
+  absl::StatusOr<std::shared_ptr<EventLog>> log =
+      store_.OpenJobLog(job_id, [](const v1::JobEvent&) {});
+  if (!log.ok()) {
+    (void)store_.RemoveJob(job_id);
+    return log.status();
+  }
+  auto job = std::make_shared<Job>(std::move(spec), std::move(record),
+                                   *std::move(dataset), *log,
+                                   JobTally(shard_count), store_, metrics_);
+  std::weak_ptr<Job> weak = job;
+  (*log)->SetOnCommitError([weak](absl::Status error) {
+    if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
+  });
+  if (absl::Status added = registry_.Add(job); !added.ok()) {
+    (void)store_.RemoveJob(job_id);
+    return added;
+  }
   if (absl::Status admitted = scheduler_.Submit(job); !admitted.ok()) {
-    registry_.Remove(job->id());
+    registry_.Remove(job_id);
+    (void)store_.RemoveJob(job_id);
     Log(LogLevel::kWarning, "job rejected",
-        {{"job_id", job->id()}, {"error", std::string(admitted.message())}});
+        {{"job_id", job_id}, {"error", std::string(admitted.message())}});
     return admitted;
   }
   return job;
 }
 
+absl::StatusOr<std::shared_ptr<Dataset>> GenerationService::StoreDataset(
+    const v1::GenerateJobRequest& request, const JobSpec& spec) {
+  const absl::string_view source = DatasetSource(request);
+  if (!request.dataset_id().empty()) {
+    absl::StatusOr<StoredDataset> upload =
+        store_.FindUpload(request.dataset_id());
+    if (!upload.ok()) return upload.status();
+    if (absl::Status s = ValidateDataset(spec, upload->info, source); !s.ok()) {
+      return s;
+    }
+    return store_.UseUploadedDataset(request.dataset_id(), spec.job_id);
+  }
+  absl::StatusOr<std::unique_ptr<DatasetBuilder>> builder =
+      store_.NewJobDataset(spec.job_id);
+  if (!builder.ok()) return builder.status();
+  if (!request.dataset_path().empty()) {
+    absl::StatusOr<std::string> path =
+        ResolveDatasetPath(request.dataset_path());
+    if (!path.ok()) return path.status();
+    if (absl::Status s = ImportJsonLinesFile(*path, **builder); !s.ok()) {
+      return s;
+    }
+  } else {
+    for (const google::protobuf::Struct& row : request.rows()) {
+      if (absl::Status s = (*builder)->Add(row); !s.ok()) return s;
+    }
+  }
+  if (absl::Status s = ValidateDataset(spec, (*builder)->info(), source);
+      !s.ok()) {
+    return s;
+  }
+  return (*builder)->Finish();
+}
+
+absl::StatusOr<std::string> GenerationService::ResolveDatasetPath(
+    const std::string& path) const {
+  if (options_.data_root.empty()) {
+    return absl::FailedPreconditionError(
+        "dataset_path: this server has no --data_root; upload the dataset "
+        "(UploadDataset) or send its rows");
+  }
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dataset_path: \"", path,
+          "\" contains \"..\"; give a path under --data_root"));
+    }
+  }
+  const std::string full =
+      path.front() == '/' ? path : absl::StrCat(options_.data_root, "/", path);
+  char root_buffer[PATH_MAX];
+  char real_buffer[PATH_MAX];
+  if (::realpath(options_.data_root.c_str(), root_buffer) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--data_root ", options_.data_root, " does not exist on the server"));
+  }
+  if (::realpath(full.c_str(), real_buffer) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset_path: no file \"", path, "\" under --data_root"));
+  }
+  const std::string root = root_buffer;
+  const std::string real = real_buffer;
+  if (!absl::StartsWith(real, root + "/")) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "dataset_path: \"", path,
+        "\" is outside --data_root (through a symlink, or an absolute path "
+        "elsewhere)"));
+  }
+  return real;
+}
+
+absl::StatusOr<int> GenerationService::ResumeStoredJobs() {
+  absl::StatusOr<std::vector<JobRecord>> records = store_.LoadJobs();
+  if (!records.ok()) return records.status();
+  int resumed = 0;
+  for (JobRecord& record : *records) {
+    const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
+                            record.state == v1::JOB_STATE_RUNNING;
+    const std::string job_id = record.job_id;
+    if (absl::Status s = Restore(std::move(record)); !s.ok()) {
+      Log(LogLevel::kError, "job store: cannot load a job",
+          {{"job_id", job_id}, {"error", std::string(s.message())}});
+      continue;
+    }
+    if (unfinished) ++resumed;
+  }
+  return resumed;
+}
+
+absl::Status GenerationService::Restore(JobRecord record) {
+  const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
+                          record.state == v1::JOB_STATE_RUNNING;
+  absl::StatusOr<JobSpec> validated =
+      ValidateRequest(record.request, backends_, options_.limits);
+  JobSpec spec;
+  if (validated.ok()) {
+    spec = *std::move(validated);
+  } else {
+    // Enough of a spec to list the job, or to fail it.
+    spec.job_id = record.job_id;
+    spec.block = record.request.block();
+    spec.batch_size = record.request.batch_size() > 0
+                          ? record.request.batch_size()
+                          : v1::kDefaultBatchSize;
+    spec.num_workers = 1;
+  }
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      store_.OpenJobDataset(record.job_id);
+  if (!dataset.ok() && unfinished) return dataset.status();
+  std::shared_ptr<Dataset> rows = dataset.ok() ? *dataset : nullptr;
+  const int64_t shard_count =
+      ShardPlan(rows != nullptr ? rows->row_count() : 0, spec.batch_size)
+          .shard_count();
+  JobTally tally(shard_count);
+  std::shared_ptr<EventLog> log;
+  if (unfinished) {
+    absl::StatusOr<std::shared_ptr<EventLog>> opened = store_.OpenJobLog(
+        record.job_id, [&tally](const v1::JobEvent& event) { tally.Add(event); });
+    if (!opened.ok()) return opened.status();
+    log = *std::move(opened);
+    if (!tally.finished().has_value()) {
+      ++record.resumed;
+      metrics_.JobResumed();
+    }
+  } else {
+    log = store_.OpenFinishedJobLog(record.job_id);
+  }
+  auto job = std::make_shared<Job>(std::move(spec), std::move(record),
+                                   std::move(rows), log, std::move(tally),
+                                   store_, metrics_);
+  if (absl::Status added = registry_.Add(job); !added.ok()) return added;
+  if (job->IsFinished()) return absl::OkStatus();
+
+  std::weak_ptr<Job> weak = job;
+  log->SetOnCommitError([weak](absl::Status error) {
+    if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
+  });
+  if (!validated.ok()) {
+    job->Cancel(absl::FailedPreconditionError(absl::StrCat(
+        "cannot resume the job on this server: ", validated.status().message())));
+  }
+  Log(LogLevel::kInfo, "job resuming",
+      {{"job_id", job->id()},
+       {"resumed", job->Snapshot().resumed()},
+       {"shards_to_run", job->shards_to_run()}});
+  // Resumed jobs are admitted past the queue limit: they were admitted once.
+  if (absl::Status submitted = scheduler_.Submit(job); !submitted.ok()) {
+    job->Suspend(submitted);
+    return submitted;
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
     grpc::CallbackServerContext* context,
     const v1::GenerateJobRequest* request) {
-  // The sink holds the job's first events (`started`) until the reactor,
-  // made only for an admitted job, attaches to it.
-  auto sink = std::make_shared<StreamSink>();
-  absl::StatusOr<std::shared_ptr<Job>> job = Admit(*request, sink);
+  absl::StatusOr<std::shared_ptr<Job>> job = Admit(*request);
   if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
-
+  absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
+      (*job)->log()->Read(0);
+  if (!reader.ok()) {
+    return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
+  }
+  if (request->detach()) {
+    return JobStreamReactor::Create(*std::move(reader), nullptr);
+  }
   // The call also ends this way when its deadline passes: the server's
   // deadline is counted from the request's arrival, so the client's own
   // cancel at its deadline can come a little earlier; kDeadlineSlack covers
@@ -60,7 +310,7 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
   constexpr absl::Duration kDeadlineSlack = absl::Seconds(1);
   const absl::Time deadline = absl::FromChrono(context->deadline());
   std::weak_ptr<Job> weak = *job;
-  return JobStreamReactor::Create(std::move(sink), [weak, deadline] {
+  return JobStreamReactor::Create(*std::move(reader), [weak, deadline] {
     std::shared_ptr<Job> job = weak.lock();
     if (job == nullptr) return;
     if (absl::Now() + kDeadlineSlack >= deadline) {
@@ -73,19 +323,39 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
   });
 }
 
+grpc::ServerUnaryReactor* GenerationService::CreateJob(
+    grpc::CallbackServerContext* context, const v1::GenerateJobRequest* request,
+    v1::Job* response) {
+  absl::StatusOr<std::shared_ptr<Job>> job = Admit(*request);
+  if (job.ok()) *response = (*job)->Snapshot();
+  return Answer(context, job.status());
+}
+
+grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::WatchJob(
+    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request->job_id());
+  if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
+  absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
+      (*job)->log()->Read(request->after_sequence());
+  if (!reader.ok()) {
+    return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
+  }
+  return JobStreamReactor::Create(*std::move(reader), nullptr);
+}
+
+grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
+    grpc::CallbackServerContext* context, v1::Dataset* response) {
+  return new DatasetUploadReactor(store_, response);
+}
+
 grpc::ServerUnaryReactor* GenerationService::AnswerWithJob(
     grpc::CallbackServerContext* context, const std::string& job_id,
     v1::Job* response, absl::FunctionRef<void(Job&)> action) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id);
-  if (!job.ok()) {
-    reactor->Finish(ToGrpcStatus(job.status()));
-    return reactor;
-  }
+  if (!job.ok()) return Answer(context, job.status());
   action(**job);
   *response = (*job)->Snapshot();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return Answer(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* GenerationService::CancelJob(
@@ -105,12 +375,44 @@ grpc::ServerUnaryReactor* GenerationService::GetJob(
 grpc::ServerUnaryReactor* GenerationService::ListJobs(
     grpc::CallbackServerContext* context, const v1::ListJobsRequest* request,
     v1::ListJobsResponse* response) {
-  for (const std::shared_ptr<Job>& job : registry_.List()) {
+  if (request->page_size() < 0 || request->page_size() > kMaxPageSize) {
+    return Answer(context, absl::InvalidArgumentError(absl::StrCat(
+                               "page_size: must be between 0 and ",
+                               kMaxPageSize, ", got ", request->page_size())));
+  }
+  if (!v1::JobState_IsValid(request->state())) {
+    return Answer(context,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "state: unknown value ", request->state())));
+  }
+  absl::StatusOr<JobRegistry::Page> page = registry_.ListPage(
+      request->page_token(),
+      request->page_size() == 0 ? kDefaultPageSize : request->page_size(),
+      request->state());
+  if (!page.ok()) return Answer(context, page.status());
+  for (const std::shared_ptr<Job>& job : page->jobs) {
     *response->add_jobs() = job->Snapshot();
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  response->set_next_page_token(page->next_page_token);
+  return Answer(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* GenerationService::DeleteJob(
+    grpc::CallbackServerContext* context, const v1::DeleteJobRequest* request,
+    google::protobuf::Empty* response) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request->job_id());
+  if (!job.ok()) return Answer(context, job.status());
+  if (!(*job)->IsFinished() ||
+      (*job)->Snapshot().state() == v1::JOB_STATE_SUSPENDED) {
+    return Answer(context,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "job \"", request->job_id(),
+                      "\" has not finished; cancel it (CancelJob) first")));
+  }
+  registry_.Remove(request->job_id());
+  absl::Status removed = store_.RemoveJob(request->job_id());
+  Log(LogLevel::kInfo, "job deleted", {{"job_id", request->job_id()}});
+  return Answer(context, removed);
 }
 
 void GenerationService::StartDraining() {
@@ -128,6 +430,12 @@ bool GenerationService::AwaitJobsFinished(absl::Time deadline) {
 void GenerationService::CancelAllJobs(const absl::Status& reason) {
   for (const std::shared_ptr<Job>& job : registry_.Unfinished()) {
     job->Cancel(reason);
+  }
+}
+
+void GenerationService::SuspendAllJobs(const absl::Status& reason) {
+  for (const std::shared_ptr<Job>& job : registry_.Unfinished()) {
+    job->Suspend(reason);
   }
 }
 

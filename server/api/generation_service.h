@@ -1,14 +1,19 @@
-// sdg.v1.GenerationService on gRPC's callback API: validates requests, makes
-// jobs, hands them to the scheduler and streams their events back.
+// sdg.v1.GenerationService on gRPC's callback API: validates requests,
+// stores jobs and their datasets, hands them to the scheduler and streams
+// their committed events back; on start, resumes the jobs the store holds.
 #ifndef SDG_SERVER_API_GENERATION_SERVICE_H_
 #define SDG_SERVER_API_GENERATION_SERVICE_H_
 
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/api/job_registry.h"
 #include "server/jobs/job_spec.h"
+#include "server/jobs/job_store.h"
 #include "server/observability/metrics.h"
 #include "server/scheduling/scheduler.h"
 
@@ -18,16 +23,30 @@ class GenerationService final : public v1::GenerationService::CallbackService {
  public:
   struct Options {
     ValidationLimits limits;
-    absl::Duration job_retention = absl::Hours(1);
+    absl::Duration job_retention = absl::Hours(24 * 7);
+    // Where dataset_path may point; empty refuses dataset_path.
+    std::string data_root;
   };
 
   // `backends`: the names of the server's backends, the default first.
   GenerationService(const Options& options, BackendNames backends,
-                    Scheduler& scheduler, Metrics& metrics);
+                    Scheduler& scheduler, JobStore& store, Metrics& metrics);
+
+  // Lists the store's jobs and resumes those that were QUEUED or RUNNING.
+  // Returns how many were resumed.
+  absl::StatusOr<int> ResumeStoredJobs();
 
   grpc::ServerWriteReactor<v1::JobEvent>* GenerateJob(
       grpc::CallbackServerContext* context,
       const v1::GenerateJobRequest* request) override;
+  grpc::ServerUnaryReactor* CreateJob(grpc::CallbackServerContext* context,
+                                      const v1::GenerateJobRequest* request,
+                                      v1::Job* response) override;
+  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(
+      grpc::CallbackServerContext* context,
+      const v1::WatchJobRequest* request) override;
+  grpc::ServerReadReactor<v1::DatasetChunk>* UploadDataset(
+      grpc::CallbackServerContext* context, v1::Dataset* response) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
                                       const v1::CancelJobRequest* request,
                                       v1::Job* response) override;
@@ -37,19 +56,33 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
+                                      const v1::DeleteJobRequest* request,
+                                      google::protobuf::Empty* response) override;
 
   // Shutdown, in order: refuse new jobs (UNAVAILABLE), let running ones end
-  // until a deadline, cancel the rest.
+  // until a deadline, then suspend or cancel the rest.
   void StartDraining();
-  // True if every job has finished by `deadline`.
+  // True if every job has finished (or was suspended) by `deadline`.
   bool AwaitJobsFinished(absl::Time deadline);
   void CancelAllJobs(const absl::Status& reason);
+  void SuspendAllJobs(const absl::Status& reason);
 
  private:
-  const Options options_;
-  // Validates, registers and submits a job whose events go to `sink`.
+  // A job for a request: a new one, or the existing job the same request
+  // made before (idempotent submit).
   absl::StatusOr<std::shared_ptr<Job>> Admit(
-      const v1::GenerateJobRequest& request, std::shared_ptr<JobSink> sink);
+      const v1::GenerateJobRequest& request);
+  absl::StatusOr<std::shared_ptr<Job>> AdmitNew(
+      const v1::GenerateJobRequest& request, const std::string& digest,
+      JobSpec spec);
+  // Writes (or links) the request's dataset into the store for the job.
+  absl::StatusOr<std::shared_ptr<Dataset>> StoreDataset(
+      const v1::GenerateJobRequest& request, const JobSpec& spec);
+  // A dataset_path made absolute, inside --data_root.
+  absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path) const;
+  // A stored job as a Job; unfinished ones are resumed.
+  absl::Status Restore(JobRecord record);
 
   // Finds the job (NOT_FOUND otherwise), applies `action` to it and answers
   // with its snapshot.
@@ -58,13 +91,18 @@ class GenerationService final : public v1::GenerationService::CallbackService {
                                           v1::Job* response,
                                           absl::FunctionRef<void(Job&)> action);
 
+  const Options options_;
   const BackendNames backends_;
   Scheduler& scheduler_;
+  JobStore& store_;
   Metrics& metrics_;
   JobRegistry registry_;
 
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Ids whose admission is in progress: a second request for one waits its
+  // turn by retrying (ABORTED).
+  absl::flat_hash_set<std::string> admitting_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sdg

@@ -1,24 +1,23 @@
 #include "server/api/job_registry.h"
 
-#include <algorithm>
-
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/logging.h"
 
 namespace sdg {
 
 absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
   absl::MutexLock lock(&mu_);
   PruneLocked();
-  std::string id = job->id();
-  auto [it, inserted] = jobs_.try_emplace(id, Listed{next_sequence_, job});
+  auto [it, inserted] = positions_.try_emplace(job->id(), next_position_);
   if (!inserted) {
     return absl::AlreadyExistsError(
-        absl::StrCat("job_id: a job \"", id,
-                     "\" already exists; choose another id or "
-                     "leave job_id empty"));
+        absl::StrCat("job_id: a job \"", job->id(),
+                     "\" already exists with a different request; choose "
+                     "another id or leave job_id empty"));
   }
-  ++next_sequence_;
+  jobs_[next_position_++] = std::move(job);
   return absl::OkStatus();
 }
 
@@ -26,27 +25,21 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
     const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   PruneLocked();
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) {
+  auto it = positions_.find(job_id);
+  if (it == positions_.end()) {
     return absl::NotFoundError(
         absl::StrCat("no job \"", job_id, "\" (finished jobs are kept for ",
                      absl::FormatDuration(retention_), ")"));
   }
-  return it->second.job;
+  return jobs_.at(it->second);
 }
 
 std::vector<std::shared_ptr<Job>> JobRegistry::List() {
-  std::vector<Listed> listed;
-  {
-    absl::MutexLock lock(&mu_);
-    PruneLocked();
-    for (const auto& [id, entry] : jobs_) listed.push_back(entry);
-  }
-  std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
-    return a.sequence < b.sequence;
-  });
+  absl::MutexLock lock(&mu_);
+  PruneLocked();
   std::vector<std::shared_ptr<Job>> jobs;
-  for (Listed& entry : listed) jobs.push_back(std::move(entry.job));
+  jobs.reserve(jobs_.size());
+  for (const auto& [position, job] : jobs_) jobs.push_back(job);
   return jobs;
 }
 
@@ -58,15 +51,52 @@ std::vector<std::shared_ptr<Job>> JobRegistry::Unfinished() {
 
 void JobRegistry::Remove(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  jobs_.erase(job_id);
+  auto it = positions_.find(job_id);
+  if (it == positions_.end()) return;
+  jobs_.erase(it->second);
+  positions_.erase(it);
+}
+
+absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
+    const std::string& page_token, int size, v1::JobState state) {
+  uint64_t after = 0;
+  if (!page_token.empty() && !absl::SimpleAtoi(page_token, &after)) {
+    return absl::InvalidArgumentError(
+        "page_token: not a token from ListJobs' next_page_token");
+  }
+  absl::MutexLock lock(&mu_);
+  PruneLocked();
+  Page page;
+  for (auto it = jobs_.upper_bound(after); it != jobs_.end(); ++it) {
+    if (state != v1::JOB_STATE_UNSPECIFIED &&
+        it->second->Snapshot().state() != state) {
+      continue;
+    }
+    if (static_cast<int>(page.jobs.size()) == size) {
+      page.next_page_token = absl::StrCat(std::prev(it)->first);
+      break;
+    }
+    page.jobs.push_back(it->second);
+  }
+  return page;
 }
 
 void JobRegistry::PruneLocked() {
-  absl::Time cutoff = absl::Now() - retention_;
-  absl::erase_if(jobs_, [cutoff](const auto& entry) {
-    absl::Time end = entry.second.job->end_time();
-    return end != absl::InfinitePast() && end <= cutoff;
-  });
+  const absl::Time cutoff = absl::Now() - retention_;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    const Job& job = *it->second;
+    const absl::Time end = job.end_time();
+    if (end == absl::InfinitePast() || end > cutoff || !job.IsFinished()) {
+      ++it;
+      continue;
+    }
+    if (absl::Status removed = store_.RemoveJob(job.id()); !removed.ok()) {
+      Log(LogLevel::kWarning, "job store: cannot remove an expired job",
+          {{"job_id", job.id()}, {"error", std::string(removed.message())}});
+    }
+    positions_.erase(job.id());
+    it = jobs_.erase(it);
+  }
 }
 
 }  // namespace sdg

@@ -1,5 +1,6 @@
 // The jobs this server knows: running ones and, for a retention period,
-// finished ones (for GetJob, ListJobs and CancelJob).
+// finished ones (for GetJob, ListJobs, WatchJob and CancelJob). A finished
+// job past its retention is removed from the store as well.
 #ifndef SDG_SERVER_API_JOB_REGISTRY_H_
 #define SDG_SERVER_API_JOB_REGISTRY_H_
 
@@ -7,18 +8,21 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/jobs/job.h"
+#include "server/jobs/job_store.h"
 
 namespace sdg {
 
 class JobRegistry {
  public:
-  explicit JobRegistry(absl::Duration retention) : retention_(retention) {}
+  JobRegistry(absl::Duration retention, JobStore& store)
+      : retention_(retention), store_(store) {}
 
   // ALREADY_EXISTS if a listed job has the same id.
   absl::Status Add(std::shared_ptr<Job> job);
@@ -27,20 +31,29 @@ class JobRegistry {
   // Oldest first.
   std::vector<std::shared_ptr<Job>> List();
   std::vector<std::shared_ptr<Job>> Unfinished();
-  // Forgets a job that was never admitted.
+  // Forgets a job (a job that was never admitted, or a deleted one).
   void Remove(const std::string& job_id);
+
+  // Up to `size` jobs in `state` (UNSPECIFIED: any), oldest first, after the
+  // position `page_token` names ("" for the first page). The next page's
+  // token, or "" after the last.
+  struct Page {
+    std::vector<std::shared_ptr<Job>> jobs;
+    std::string next_page_token;
+  };
+  absl::StatusOr<Page> ListPage(const std::string& page_token, int size,
+                                v1::JobState state);
 
  private:
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration retention_;
+  JobStore& store_;
   absl::Mutex mu_;
-  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  struct Listed {
-    uint64_t sequence;
-    std::shared_ptr<Job> job;
-  };
-  absl::flat_hash_map<std::string, Listed> jobs_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_position_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<std::string, uint64_t> positions_ ABSL_GUARDED_BY(mu_);
+  // By position: the order jobs were added.
+  absl::btree_map<uint64_t, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sdg

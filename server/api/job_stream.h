@@ -1,38 +1,32 @@
-// The server side of one GenerateJob call: a write reactor that sends a job's
-// events in order with exactly one write in flight, and finishes the call
-// exactly once (after `finished`, or when the client goes away).
+// The server side of a GenerateJob or WatchJob call: a write reactor that
+// sends a job's committed events from its log, in sequence order, with
+// exactly one write in flight, and finishes the call exactly once: OK after
+// `finished`, UNAVAILABLE when the job is suspended, CANCELLED when the
+// client goes away. A slow client only reads further behind in the log; the
+// job does not wait for it.
 #ifndef SDG_SERVER_API_JOB_STREAM_H_
 #define SDG_SERVER_API_JOB_STREAM_H_
 
 #include <grpcpp/grpcpp.h>
 
-#include <deque>
 #include <memory>
 #include <optional>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/jobs/job_sink.h"
+#include "server/jobs/event_log.h"
 
 namespace sdg {
 
 class JobStreamReactor;
 
-// The job's end of the stream. It is made before the job is admitted and
-// holds the job's first events until the call's reactor attaches; it outlives
-// the reactor: once the call is finished, further events are dropped.
-class StreamSink final : public JobSink {
+// The stream's state. It outlives its reactor: the log's commit
+// notifications may arrive after the call is done, and then do nothing.
+class StreamCursor : public std::enable_shared_from_this<StreamCursor> {
  public:
-  // Events queued beyond this make HasRoom false.
-  static constexpr size_t kMaxQueuedEvents = 16;
-
-  StreamSink() = default;
-
-  void Emit(v1::JobEvent event) override;
-  void Close() override;
-  bool HasRoom() const override;
-  void SetOnRoom(std::function<void()> callback) override;
+  explicit StreamCursor(std::unique_ptr<EventLog::Reader> reader)
+      : reader_(std::move(reader)) {}
 
  private:
   friend class JobStreamReactor;
@@ -43,52 +37,52 @@ class StreamSink final : public JobSink {
     JobStreamReactor* reactor = nullptr;
     const v1::JobEvent* write = nullptr;
     std::optional<grpc::Status> finish;
+    // Nothing to send yet: wait for the log to commit after this sequence.
+    std::optional<uint64_t> wait_after;
   };
+  // Sends the next committed event, finishes, or waits for the log.
+  void Pump();
   Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Run(Action action);
 
-  // From the reactor: it starts writing what is queued.
   void Attach(JobStreamReactor* reactor);
   void OnWriteDone(bool ok);
   void OnCancel();
 
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
+  const std::unique_ptr<EventLog::Reader> reader_ ABSL_PT_GUARDED_BY(mu_);
   // Set once, by Attach; not called after Finish.
   JobStreamReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::function<void()> on_room_ ABSL_GUARDED_BY(mu_);
-  std::deque<v1::JobEvent> queue_ ABSL_GUARDED_BY(mu_);
   v1::JobEvent in_flight_;  // written by the reactor; owned by the write
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;       // job sent its last event
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or write failed
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 class JobStreamReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
  public:
-  // A call that is rejected: no job runs for it.
+  // A call that is rejected: nothing is streamed.
   static JobStreamReactor* Reject(const grpc::Status& status);
-  // A call that streams the events an admitted job sends to `sink`;
-  // `on_client_cancel` runs (once) if the client cancels or drops the call.
-  static JobStreamReactor* Create(std::shared_ptr<StreamSink> sink,
+  // A call that streams what `reader` reads; `on_client_cancel` runs (once)
+  // if the client cancels or drops the call.
+  static JobStreamReactor* Create(std::unique_ptr<EventLog::Reader> reader,
                                   absl::AnyInvocable<void()> on_client_cancel);
 
-  void OnWriteDone(bool ok) override { sink_->OnWriteDone(ok); }
+  void OnWriteDone(bool ok) override { cursor_->OnWriteDone(ok); }
   void OnCancel() override;
   void OnDone() override { delete this; }
 
  private:
-  JobStreamReactor(std::shared_ptr<StreamSink> sink,
+  JobStreamReactor(std::shared_ptr<StreamCursor> cursor,
                    absl::AnyInvocable<void()> on_client_cancel);
   // Only allocates, and is the one place that does: ThreadSanitizer's
   // suppressions name this frame for races on the reactor object itself,
   // which gRPC hands between its threads inside libgrpc (see
-  // tests/tsan/suppressions.txt). Our mutable state lives in the sink.
+  // tests/tsan/suppressions.txt). Our mutable state lives in the cursor.
   static JobStreamReactor* Allocate(
-      std::shared_ptr<StreamSink> sink,
+      std::shared_ptr<StreamCursor> cursor,
       absl::AnyInvocable<void()> on_client_cancel);
 
-  const std::shared_ptr<StreamSink> sink_;
+  const std::shared_ptr<StreamCursor> cursor_;
   absl::AnyInvocable<void()> on_client_cancel_;
 };
 

@@ -30,38 +30,158 @@ absl::string_view StateLabel(v1::JobState state) {
       return "failed";
     case v1::JOB_STATE_CANCELLED:
       return "cancelled";
+    case v1::JOB_STATE_SUSPENDED:
+      return "suspended";
     default:
       return "unspecified";
   }
 }
 
-Job::Job(JobSpec spec, std::shared_ptr<JobSink> sink, Metrics& metrics)
-    : spec_(std::move(spec)),
-      plan_(static_cast<int64_t>(spec_.rows.size()), spec_.batch_size),
-      sink_(std::move(sink)),
-      metrics_(metrics) {
-  absl::MutexLock lock(&mu_);
-  create_time_ = absl::Now();
+void JobTally::Add(const v1::JobEvent& event) {
+  last_sequence_ = event.sequence();
+  auto commit = [this](int64_t shard) {
+    if (shard < 0 || shard >= static_cast<int64_t>(committed_.size()) ||
+        committed_[shard]) {
+      return false;
+    }
+    committed_[shard] = true;
+    ++committed_count_;
+    return true;
+  };
+  switch (event.event_case()) {
+    case v1::JobEvent::kStarted:
+      started_ = true;
+      break;
+    case v1::JobEvent::kShardResult:
+      if (commit(event.shard_result().shard_index())) {
+        ++shards_succeeded_;
+        // rows of a shard: its distinct row indexes
+        int64_t rows = 0;
+        int64_t last = -1;
+        for (const v1::ResultRow& row : event.shard_result().rows()) {
+          if (row.row_index() != last) ++rows;
+          last = row.row_index();
+        }
+        rows_succeeded_ += rows;
+      }
+      break;
+    case v1::JobEvent::kShardError:
+      if (commit(event.shard_error().shard_index())) {
+        ++shards_failed_;
+        rows_failed_ += event.shard_error().row_count();
+      }
+      break;
+    case v1::JobEvent::kFinished:
+      finished_ = event.finished();
+      break;
+    default:
+      break;
+  }
 }
 
-void Job::EmitLocked(v1::JobEvent event) {
+Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
+         std::shared_ptr<EventLog> log, JobTally tally, JobStore& store,
+         Metrics& metrics)
+    : spec_(std::move(spec)),
+      plan_(dataset != nullptr ? dataset->row_count() : 0, spec_.batch_size),
+      request_digest_(record.request_digest),
+      store_(store),
+      metrics_(metrics),
+      tally_(std::move(tally)) {
+  absl::MutexLock lock(&mu_);
+  committed_at_start_.resize(plan_.shard_count());
+  for (int64_t i = 0; i < plan_.shard_count(); ++i) {
+    committed_at_start_[i] = tally_.committed(i);
+    if (!committed_at_start_[i]) ++shards_to_run_;
+  }
+  record_ = std::move(record);
+  dataset_ = std::move(dataset);
+  log_ = std::move(log);
+  if (record_.create_time == absl::InfinitePast()) {
+    record_.create_time = absl::Now();
+  }
+  if (const auto& finished = tally_.finished();
+      finished.has_value() && record_.finished.state() == 0) {
+    // A crash came between committing `finished` and saving the state.
+    record_.state = finished->state();
+    record_.reason = finished->reason();
+    record_.finished = *finished;
+    if (record_.end_time == absl::InfinitePast()) record_.end_time = absl::Now();
+    SaveRecordLocked();
+  }
+  if (record_.state != v1::JOB_STATE_QUEUED &&
+      record_.state != v1::JOB_STATE_RUNNING) {
+    // Ended before this process started.
+    ended_ = true;
+    dataset_.reset();
+  }
+}
+
+void Job::Suspend(absl::Status reason) {
+  suspending_ = true;
+  token_.Cancel(std::move(reason));
+}
+
+int64_t Job::NextShardToRun(int64_t from) const {
+  while (from < plan_.shard_count() && committed_at_start_[from]) ++from;
+  return from;
+}
+
+absl::StatusOr<std::vector<google::protobuf::Struct>> Job::ReadRows(
+    const ShardSpec& shard) const {
+  std::shared_ptr<Dataset> dataset;
+  {
+    absl::MutexLock lock(&mu_);
+    dataset = dataset_;
+  }
+  if (dataset == nullptr) {
+    return absl::FailedPreconditionError("the job has ended");
+  }
+  return dataset->ReadRows(shard.first_row, shard.row_count);
+}
+
+std::shared_ptr<EventLog> Job::log() const {
+  absl::MutexLock lock(&mu_);
+  return log_;
+}
+
+void Job::AppendLocked(v1::JobEvent event) {
   event.set_job_id(spec_.job_id);
-  sink_->Emit(std::move(event));
+  log_->Append(event);
+  tally_.Add(event);
+}
+
+void Job::SaveRecordLocked() {
+  if (absl::Status saved = store_.UpdateJob(record_); !saved.ok()) {
+    Log(LogLevel::kError, "job store: cannot save the job's state",
+        {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
+  }
 }
 
 void Job::MarkRunning() {
   absl::MutexLock lock(&mu_);
-  state_ = v1::JOB_STATE_RUNNING;
-  start_time_ = absl::Now();
-  last_progress_ = start_time_;
+  record_.state = v1::JOB_STATE_RUNNING;
+  run_start_ = absl::Now();
+  if (record_.start_time == absl::InfinitePast()) record_.start_time = run_start_;
+  last_progress_ = run_start_;
+  rows_at_run_start_ = tally_.rows_succeeded();
   metrics_.JobStarted();
+  SaveRecordLocked();
+  if (tally_.started()) {
+    Log(LogLevel::kInfo, "job resumed",
+        {{"job_id", spec_.job_id},
+         {"resumed", record_.resumed},
+         {"shards_done", tally_.committed_shards()},
+         {"shards_to_run", shards_to_run_}});
+    return;
+  }
   v1::JobEvent event;
   v1::JobStarted* started = event.mutable_started();
   started->set_total_rows(plan_.total_rows());
   started->set_total_shards(plan_.shard_count());
   started->set_batch_size(spec_.batch_size);
   started->set_num_workers(spec_.num_workers);
-  EmitLocked(std::move(event));
+  AppendLocked(std::move(event));
   Log(LogLevel::kInfo, "job started",
       {{"job_id", spec_.job_id},
        {"block", spec_.block.name()},
@@ -75,21 +195,29 @@ void Job::MarkRunning() {
 void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                       absl::Duration elapsed) {
   const bool failed = !outcome.status.ok();
+  if (failed && suspending_) {
+    // Stopped by the suspension: not committed, so it runs again.
+    return;
+  }
   const bool fail_fast = failed &&
                          spec_.error_policy == v1::ERROR_POLICY_FAIL_FAST &&
                          !token_.IsCancelled();
   metrics_.ShardFinished(failed ? "failed" : "succeeded", elapsed);
   metrics_.RowsFinished(failed ? "failed" : "succeeded", shard.row_count);
   const absl::Status status = outcome.status;
+  std::shared_ptr<EventLog> log;
   {
     absl::MutexLock lock(&mu_);
     if (failed) {
-      CountAndEmitFailureLocked(shard, outcome);
+      AppendFailureLocked(shard, outcome);
     } else {
-      CountAndEmitResultLocked(shard, std::move(outcome));
+      AppendResultLocked(shard, std::move(outcome));
     }
-    EmitProgressIfDueLocked();
+    AppendProgressIfDueLocked();
+    log = log_;
   }
+  // Outside the lock: waits only when the disk is far behind.
+  log->AwaitRoom();
   if (fail_fast) {
     Cancel(absl::AbortedError(
         absl::StrCat("shard ", shard.index, " (rows ", shard.first_row, "-",
@@ -99,10 +227,8 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
   }
 }
 
-void Job::CountAndEmitFailureLocked(const ShardSpec& shard,
-                                    const ShardOutcome& outcome) {
-  ++shards_failed_;
-  rows_failed_ += shard.row_count;
+void Job::AppendFailureLocked(const ShardSpec& shard,
+                              const ShardOutcome& outcome) {
   v1::JobEvent event;
   v1::ShardError* error = event.mutable_shard_error();
   error->set_shard_index(shard.index);
@@ -111,7 +237,7 @@ void Job::CountAndEmitFailureLocked(const ShardSpec& shard,
   error->set_code(static_cast<int>(outcome.status.code()));
   error->set_message(std::string(outcome.status.message()));
   error->set_attempts(outcome.attempts);
-  EmitLocked(std::move(event));
+  AppendLocked(std::move(event));
   if (outcome.status.code() != absl::StatusCode::kCancelled) {
     Log(LogLevel::kWarning, "shard failed",
         {{"job_id", spec_.job_id},
@@ -123,113 +249,155 @@ void Job::CountAndEmitFailureLocked(const ShardSpec& shard,
   }
 }
 
-void Job::CountAndEmitResultLocked(const ShardSpec& shard,
-                                   ShardOutcome outcome) {
-  ++shards_succeeded_;
-  rows_succeeded_ += shard.row_count;
+void Job::AppendResultLocked(const ShardSpec& shard, ShardOutcome outcome) {
   tokens_generated_ += outcome.completion_tokens;
   v1::JobEvent event;
   v1::ShardResult* result = event.mutable_shard_result();
   result->set_shard_index(shard.index);
   result->mutable_rows()->Reserve(static_cast<int>(outcome.rows.size()));
   for (v1::ResultRow& row : outcome.rows) *result->add_rows() = std::move(row);
-  EmitLocked(std::move(event));
+  AppendLocked(std::move(event));
 }
 
-void Job::EmitProgressIfDueLocked() {
+void Job::AppendProgressIfDueLocked() {
   const absl::Time now = absl::Now();
   if (now - last_progress_ < kProgressInterval) return;
   last_progress_ = now;
-  const double seconds = absl::ToDoubleSeconds(now - start_time_);
+  const double seconds = absl::ToDoubleSeconds(now - run_start_);
   v1::JobEvent event;
   v1::JobProgress* progress = event.mutable_progress();
-  progress->set_rows_done(rows_succeeded_);
-  progress->set_rows_failed(rows_failed_);
-  progress->set_rows_per_second(rows_succeeded_ / seconds);
+  progress->set_rows_done(tally_.rows_succeeded());
+  progress->set_rows_failed(tally_.rows_failed());
+  progress->set_rows_per_second(
+      (tally_.rows_succeeded() - rows_at_run_start_) / seconds);
   progress->set_tokens_per_second(tokens_generated_ / seconds);
-  EmitLocked(std::move(event));
+  AppendLocked(std::move(event));
 }
 
 void Job::MarkFinished() {
   // Why the job was stopped early, if it was: cancelled (CANCELLED), failed
-  // fast (ABORTED) or out of time (DEADLINE_EXCEEDED).
+  // fast (ABORTED), out of time (DEADLINE_EXCEEDED) or suspended.
   const absl::Status stop_reason = token_.reason();
-  absl::MutexLock lock(&mu_);
-  if (!stop_reason.ok()) {
-    state_ = stop_reason.code() == absl::StatusCode::kCancelled
-                 ? v1::JOB_STATE_CANCELLED
-                 : v1::JOB_STATE_FAILED;
-    reason_ = std::string(stop_reason.message());
-  } else if (shards_failed_ > 0) {
-    state_ = v1::JOB_STATE_FAILED;
-    reason_ = absl::StrCat(shards_failed_, " of ", plan_.shard_count(),
-                           " shards failed; see the shard_error events");
-  } else {
-    state_ = v1::JOB_STATE_SUCCEEDED;
+  std::shared_ptr<EventLog> log;
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    log = log_;
+    if (suspending_) {
+      record_.reason = std::string(stop_reason.message());
+      metrics_.JobFinished(StateLabel(v1::JOB_STATE_SUSPENDED), true);
+      Log(LogLevel::kInfo, "job suspended",
+          {{"job_id", spec_.job_id},
+           {"shards_done", tally_.committed_shards()},
+           {"reason", record_.reason}});
+      // The stored state stays QUEUED or RUNNING: it resumes on restart.
+      record_.state = v1::JOB_STATE_SUSPENDED;
+      log_->End(absl::UnavailableError(absl::StrCat(
+          "the job was suspended (", stop_reason.message(),
+          "); it resumes when sdgd starts again: watch it again with the "
+          "last sequence you received")));
+    } else {
+      v1::JobState state;
+      std::string reason;
+      if (!stop_reason.ok()) {
+        state = stop_reason.code() == absl::StatusCode::kCancelled
+                    ? v1::JOB_STATE_CANCELLED
+                    : v1::JOB_STATE_FAILED;
+        reason = std::string(stop_reason.message());
+      } else if (tally_.shards_failed() > 0) {
+        state = v1::JOB_STATE_FAILED;
+        reason = absl::StrCat(tally_.shards_failed(), " of ",
+                              plan_.shard_count(),
+                              " shards failed; see the shard_error events");
+      } else {
+        state = v1::JOB_STATE_SUCCEEDED;
+      }
+      const bool ran = run_start_ != absl::InfinitePast();
+      record_.end_time = absl::Now();
+      metrics_.JobFinished(StateLabel(state), ran);
+      const double elapsed_seconds =
+          record_.start_time != absl::InfinitePast()
+              ? absl::ToDoubleSeconds(record_.end_time - record_.start_time)
+              : 0.0;
+      v1::JobFinished finished;
+      finished.set_state(state);
+      finished.set_rows_succeeded(tally_.rows_succeeded());
+      finished.set_rows_failed(tally_.rows_failed());
+      finished.set_shards_succeeded(tally_.shards_succeeded());
+      finished.set_shards_failed(tally_.shards_failed());
+      finished.set_elapsed_seconds(elapsed_seconds);
+      finished.set_reason(reason);
+      v1::JobEvent event;
+      *event.mutable_finished() = finished;
+      AppendLocked(std::move(event));
+      log_->End(absl::OkStatus());
+      record_.state = state;
+      record_.reason = reason;
+      record_.finished = finished;
+      Log(LogLevel::kInfo, "job finished",
+          {{"job_id", spec_.job_id},
+           {"state", StateLabel(state)},
+           {"rows_succeeded", tally_.rows_succeeded()},
+           {"rows_failed", tally_.rows_failed()},
+           {"elapsed_s", elapsed_seconds},
+           {"reason", reason}});
+    }
   }
-  bool ran = start_time_ != absl::InfinitePast();
-  end_time_ = absl::Now();
-  metrics_.JobFinished(StateLabel(state_), ran);
-
-  const double elapsed_seconds =
-      ran ? absl::ToDoubleSeconds(end_time_ - start_time_) : 0.0;
-  v1::JobEvent event;
-  v1::JobFinished* finished = event.mutable_finished();
-  finished->set_state(state_);
-  finished->set_rows_succeeded(rows_succeeded_);
-  finished->set_rows_failed(rows_failed_);
-  finished->set_shards_succeeded(shards_succeeded_);
-  finished->set_shards_failed(shards_failed_);
-  finished->set_elapsed_seconds(elapsed_seconds);
-  finished->set_reason(reason_);
-  // The sink owns the event from here (and drops it if the client is gone).
-  EmitLocked(std::move(event));
-  sink_->Close();
-  Log(LogLevel::kInfo, "job finished",
-      {{"job_id", spec_.job_id},
-       {"state", StateLabel(state_)},
-       {"rows_succeeded", rows_succeeded_},
-       {"rows_failed", rows_failed_},
-       {"elapsed_s", elapsed_seconds},
-       {"reason", reason_}});
+  // The final state is saved once the `finished` event is committed: a
+  // crash in between resumes the job, which then finishes from its log.
+  log->AwaitCommitted();
+  absl::MutexLock lock(&mu_);
+  dataset_.reset();
+  if (record_.state == v1::JOB_STATE_SUSPENDED) return;
+  SaveRecordLocked();
+  // A finished job holds no open file; readers open their own.
+  log_ = store_.OpenFinishedJobLog(spec_.job_id);
 }
 
 v1::Job Job::Snapshot() const {
   absl::MutexLock lock(&mu_);
   v1::Job job;
   job.set_job_id(spec_.job_id);
-  job.set_state(state_);
+  job.set_state(record_.state);
   job.set_block_name(spec_.block.name());
   job.set_backend(spec_.block.backend());
+  *job.mutable_block() = spec_.block;
   job.set_total_rows(plan_.total_rows());
   job.set_total_shards(plan_.shard_count());
-  job.set_rows_succeeded(rows_succeeded_);
-  job.set_rows_failed(rows_failed_);
-  job.set_shards_succeeded(shards_succeeded_);
-  job.set_shards_failed(shards_failed_);
-  SetTimestamp(create_time_, job.mutable_create_time());
-  SetTimestamp(start_time_, job.mutable_start_time());
-  SetTimestamp(end_time_, job.mutable_end_time());
-  job.set_reason(reason_);
+  // A job that ended before this process started has its final counts in
+  // its record, not in a tally.
+  const bool final = record_.finished.state() != v1::JOB_STATE_UNSPECIFIED;
+  job.set_rows_succeeded(final ? record_.finished.rows_succeeded()
+                               : tally_.rows_succeeded());
+  job.set_rows_failed(final ? record_.finished.rows_failed()
+                            : tally_.rows_failed());
+  job.set_shards_succeeded(final ? record_.finished.shards_succeeded()
+                                 : tally_.shards_succeeded());
+  job.set_shards_failed(final ? record_.finished.shards_failed()
+                              : tally_.shards_failed());
+  SetTimestamp(record_.create_time, job.mutable_create_time());
+  SetTimestamp(record_.start_time, job.mutable_start_time());
+  SetTimestamp(record_.end_time, job.mutable_end_time());
+  job.set_reason(record_.reason);
+  job.set_resumed(record_.resumed);
+  job.set_last_sequence(tally_.last_sequence());
   return job;
 }
 
 bool Job::IsFinished() const {
   absl::MutexLock lock(&mu_);
-  return end_time_ != absl::InfinitePast();
+  return ended_;
 }
 
 bool Job::AwaitFinished(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
-  auto finished = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return end_time_ != absl::InfinitePast();
-  };
+  auto finished = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return ended_; };
   return mu_.AwaitWithDeadline(absl::Condition(&finished), deadline);
 }
 
 absl::Time Job::end_time() const {
   absl::MutexLock lock(&mu_);
-  return end_time_;
+  return record_.end_time;
 }
 
 }  // namespace sdg

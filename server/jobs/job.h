@@ -1,11 +1,14 @@
-// One generation job: its spec, its cancellation token, its counters and
-// state, and the ordered stream of its events (started, shard results and
-// errors, progress, finished).
+// One generation job: its spec and dataset, its cancellation token, its
+// counters and state, and its event log (started, shard results and errors,
+// progress, finished), which the store commits before anyone reads it.
 #ifndef SDG_SERVER_JOBS_JOB_H_
 #define SDG_SERVER_JOBS_JOB_H_
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -13,17 +16,52 @@
 #include "absl/time/time.h"
 #include "base/cancellation_token.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/jobs/job_sink.h"
+#include "server/jobs/dataset.h"
+#include "server/jobs/event_log.h"
 #include "server/jobs/job_spec.h"
+#include "server/jobs/job_store.h"
 #include "server/jobs/shard_outcome.h"
 #include "server/jobs/shard_plan.h"
 #include "server/observability/metrics.h"
 
 namespace sdg {
 
+// The counts a job's events add up to. A resumed job starts from the tally
+// of its stored events; a shard is committed exactly when its result or
+// error event is.
+class JobTally {
+ public:
+  explicit JobTally(int64_t shard_count) : committed_(shard_count, false) {}
+  void Add(const v1::JobEvent& event);
+
+  bool started() const { return started_; }
+  const std::optional<v1::JobFinished>& finished() const { return finished_; }
+  bool committed(int64_t shard) const { return committed_[shard]; }
+  int64_t committed_shards() const { return committed_count_; }
+  uint64_t last_sequence() const { return last_sequence_; }
+  int64_t rows_succeeded() const { return rows_succeeded_; }
+  int64_t rows_failed() const { return rows_failed_; }
+  int64_t shards_succeeded() const { return shards_succeeded_; }
+  int64_t shards_failed() const { return shards_failed_; }
+
+ private:
+  std::vector<bool> committed_;
+  int64_t committed_count_ = 0;
+  bool started_ = false;
+  std::optional<v1::JobFinished> finished_;
+  uint64_t last_sequence_ = 0;
+  int64_t rows_succeeded_ = 0;
+  int64_t rows_failed_ = 0;
+  int64_t shards_succeeded_ = 0;
+  int64_t shards_failed_ = 0;
+};
+
 class Job : public std::enable_shared_from_this<Job> {
  public:
-  Job(JobSpec spec, std::shared_ptr<JobSink> sink, Metrics& metrics);
+  // `tally` counts what `log` already holds (nothing for a new job).
+  Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
+      std::shared_ptr<EventLog> log, JobTally tally, JobStore& store,
+      Metrics& metrics);
 
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -31,59 +69,73 @@ class Job : public std::enable_shared_from_this<Job> {
   const std::string& id() const { return spec_.job_id; }
   const JobSpec& spec() const { return spec_; }
   const ShardPlan& plan() const { return plan_; }
+  const std::string& request_digest() const { return request_digest_; }
   CancellationToken& token() { return token_; }
 
   // Stops the job; the first reason wins. CANCELLED reasons end the job
   // CANCELLED, any other code (fail-fast, timeout) ends it FAILED.
   void Cancel(absl::Status reason) { token_.Cancel(std::move(reason)); }
+  // Stops the job without ending it: what is committed stays, shards in
+  // flight are dropped, and the job runs on from there when sdgd starts
+  // again. For shutdown, and when its events cannot be committed.
+  void Suspend(absl::Status reason);
 
-  // Called by the scheduler, in this order: MarkRunning once, ReportShard per
-  // shard that ran, MarkFinished once. (The scheduler also runs the job's
-  // timeout, spec().timeout, from MarkRunning on.)
+  // For the scheduler. Shards committed before a restart are skipped:
+  // NextShardToRun(i) is the first shard >= i still to run (or
+  // shard_count).
+  int64_t NextShardToRun(int64_t from) const;
+  int64_t shards_to_run() const { return shards_to_run_; }
+  // The rows of `shard`, read from the dataset.
+  absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
+      const ShardSpec& shard) const;
+  // In this order: MarkRunning once, ReportShard per shard that ran,
+  // MarkFinished once. (The scheduler also runs the job's timeout,
+  // spec().timeout, from MarkRunning on.)
   void MarkRunning();
   void ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                    absl::Duration elapsed);
   void MarkFinished();
 
-  // Backpressure from the job's consumer, see JobSink::HasRoom.
-  bool StreamHasRoom() const { return sink_->HasRoom(); }
-  void SetOnStreamRoom(std::function<void()> callback) {
-    sink_->SetOnRoom(std::move(callback));
-  }
-
+  // The job's events, for watchers.
+  std::shared_ptr<EventLog> log() const;
   v1::Job Snapshot() const;
+  // True once the job has ended or was suspended.
   bool IsFinished() const;
   // Blocks until MarkFinished has run or `deadline` passes; true if finished.
   bool AwaitFinished(absl::Time deadline) const;
   absl::Time end_time() const;
 
  private:
-  void EmitLocked(v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendLocked(v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The steps of ReportShard.
-  void CountAndEmitFailureLocked(const ShardSpec& shard,
-                                 const ShardOutcome& outcome)
+  void AppendFailureLocked(const ShardSpec& shard, const ShardOutcome& outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CountAndEmitResultLocked(const ShardSpec& shard, ShardOutcome outcome)
+  void AppendResultLocked(const ShardSpec& shard, ShardOutcome outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EmitProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveRecordLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec spec_;
   const ShardPlan plan_;
-  const std::shared_ptr<JobSink> sink_;
+  const std::string request_digest_;
+  JobStore& store_;
   Metrics& metrics_;
   CancellationToken token_;
+  std::atomic<bool> suspending_ = false;
+  // Shards committed before this process ran the job; never changes.
+  std::vector<bool> committed_at_start_;
+  int64_t shards_to_run_ = 0;
 
   mutable absl::Mutex mu_;
-  v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::JOB_STATE_QUEUED;
-  int64_t rows_succeeded_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t rows_failed_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t shards_succeeded_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t shards_failed_ ABSL_GUARDED_BY(mu_) = 0;
+  JobRecord record_ ABSL_GUARDED_BY(mu_);
+  // Released when the job ends.
+  std::shared_ptr<Dataset> dataset_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<EventLog> log_ ABSL_GUARDED_BY(mu_);
+  JobTally tally_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
   int64_t tokens_generated_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string reason_ ABSL_GUARDED_BY(mu_);
-  absl::Time create_time_ ABSL_GUARDED_BY(mu_);
-  absl::Time start_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Time end_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t rows_at_run_start_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time run_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_progress_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

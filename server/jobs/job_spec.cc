@@ -26,13 +26,48 @@ absl::Status CheckRange(absl::string_view field, int64_t value, int64_t max) {
   return absl::OkStatus();
 }
 
-bool IsValidJobId(absl::string_view id) {
-  return id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char c) {
+}  // namespace
+
+bool IsValidId(absl::string_view id) {
+  return id.size() <= 128 && (id.empty() || id.front() != '.') &&
+         std::all_of(id.begin(), id.end(), [](char c) {
            return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.';
          });
 }
 
-}  // namespace
+absl::string_view DatasetSource(const v1::GenerateJobRequest& request) {
+  if (!request.dataset_id().empty()) return "dataset_id";
+  if (!request.dataset_path().empty()) return "dataset_path";
+  return "rows";
+}
+
+absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request) {
+  const int sources = (request.rows_size() > 0 ? 1 : 0) +
+                      (request.dataset_id().empty() ? 0 : 1) +
+                      (request.dataset_path().empty() ? 0 : 1);
+  if (sources == 0) {
+    return Invalid("rows", "the dataset is empty (send rows, or name a "
+                           "dataset_id or a dataset_path)");
+  }
+  if (sources > 1) {
+    return Invalid(DatasetSource(request),
+                   "give exactly one of rows, dataset_id and dataset_path");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDataset(const JobSpec& spec, const DatasetInfo& dataset,
+                             absl::string_view source) {
+  if (dataset.rows == 0) return Invalid(source, "the dataset is empty");
+  for (const std::string& column : spec.prompt_template.columns()) {
+    if (std::optional<int64_t> row = dataset.FirstRowMissing(column)) {
+      return Invalid("block.prompt_template",
+                     absl::StrCat("column \"", column,
+                                  "\" is missing from row ", *row));
+    }
+  }
+  return absl::OkStatus();
+}
 
 int DefaultNumWorkers() {
   int cpus =
@@ -51,10 +86,12 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
                                         const BackendNames& backends,
                                         const ValidationLimits& limits) {
   JobSpec spec;
-  if (!IsValidJobId(request.job_id())) {
+  if (!IsValidId(request.job_id())) {
     return Invalid("job_id",
-                   "use at most 128 letters, digits, '-', '_' or '.'");
+                   "use at most 128 letters, digits, '-', '_' or '.', not "
+                   "starting with '.'");
   }
+
   spec.job_id = request.job_id().empty() ? NewJobId() : request.job_id();
 
   const v1::Block& block = request.block();
@@ -119,23 +156,10 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
                      names.empty() ? "none" : absl::StrJoin(names, ", ")));
   }
 
-  if (request.rows().empty()) {
-    return Invalid("rows", "the dataset is empty");
-  }
-  for (int i = 0; i < request.rows_size(); ++i) {
-    if (const std::string* missing =
-            prompt_template->FindMissingColumn(request.rows(i))) {
-      return Invalid(
-          "block.prompt_template",
-          absl::StrCat("column \"", *missing, "\" is missing from row ", i));
-    }
-  }
-
   spec.block = block;
   spec.block.set_backend(backend_name);
   spec.block.set_output_column(v1::OutputColumnOf(block));
   spec.block.set_n(v1::SamplesPerRowOf(block));
-  spec.rows.assign(request.rows().begin(), request.rows().end());
   spec.prompt_template = *std::move(prompt_template);
   spec.batch_size =
       request.batch_size() > 0 ? request.batch_size() : v1::kDefaultBatchSize;

@@ -1,5 +1,6 @@
 // A validated GenerateJob request with every default applied. Immutable once
-// built; shared by the job's shards.
+// built; shared by the job's shards. The rows are not in it: they are the
+// job's dataset, in the job store.
 #ifndef SDG_SERVER_JOBS_JOB_SPEC_H_
 #define SDG_SERVER_JOBS_JOB_SPEC_H_
 
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sdg/v1/generation.pb.h"
+#include "server/jobs/dataset.h"
 #include "server/jobs/prompt_template.h"
 
 namespace sdg {
@@ -19,7 +21,6 @@ struct JobSpec {
   // output_column, n and backend filled in: block.backend() names a backend
   // this server has, which the shard runner resolves.
   v1::Block block;
-  std::vector<google::protobuf::Struct> rows;
   PromptTemplate prompt_template;
   int batch_size = 0;
   int num_workers = 0;
@@ -42,12 +43,28 @@ int DefaultNumWorkers();
 // none.
 using BackendNames = std::vector<std::string>;
 
-// Checks everything that can be checked before any backend request. Errors
-// are INVALID_ARGUMENT with the field's path and the reason, e.g.
-// `block.prompt_template: column "question" is missing from row 3`.
+// Checks everything but the dataset that can be checked before any backend
+// request. Errors are INVALID_ARGUMENT with the field's path and the
+// reason, e.g. `block.model: must name the model to ask`.
 absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
                                         const BackendNames& backends,
                                         const ValidationLimits& limits);
+
+// The dataset's side: not empty, and every row has the template's columns,
+// e.g. `block.prompt_template: column "question" is missing from row 3`.
+// `source` names the request's dataset field.
+absl::Status ValidateDataset(const JobSpec& spec, const DatasetInfo& dataset,
+                             absl::string_view source);
+
+// The request names exactly one dataset: rows, dataset_id or dataset_path.
+absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request);
+
+// The request's dataset field: "rows", "dataset_id" or "dataset_path".
+absl::string_view DatasetSource(const v1::GenerateJobRequest& request);
+
+// Job and dataset ids name files: at most 128 letters, digits, '-', '_' or
+// '.', not starting with '.'.
+bool IsValidId(absl::string_view id);
 
 // A job id made by the server: 16 hex digits.
 std::string NewJobId();

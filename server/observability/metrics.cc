@@ -58,11 +58,10 @@ Metrics::Metrics()
                    .Help("Workers in the pool (--max_workers).")
                    .Register(*registry_)
                    .Add({})),
-      stream_stalls_total_(
+      jobs_resumed_total_(
           BuildCounter()
-              .Name("sdg_stream_stalls_total")
-              .Help("Times a job stopped taking new shards because its "
-                    "caller was not reading events fast enough.")
+              .Name("sdg_jobs_resumed_total")
+              .Help("Jobs resumed from the job store when sdgd started.")
               .Register(*registry_)
               .Add({})),
       shard_duration_seconds_(BuildHistogram()
@@ -142,7 +141,7 @@ void Metrics::WorkerBusy(double delta) { workers_busy_.Increment(delta); }
 
 void Metrics::Workers(double count) { workers_.Set(count); }
 
-void Metrics::StreamStalled() { stream_stalls_total_.Increment(); }
+void Metrics::JobResumed() { jobs_resumed_total_.Increment(); }
 
 void Metrics::ShardFinished(absl::string_view outcome, absl::Duration elapsed) {
   shards_total_.Add({{"outcome", std::string(outcome)}}).Increment();

@@ -40,7 +40,7 @@ class Metrics {
   // The worker pool's size (--max_workers).
   void Workers(double count);
   // A job's dispatch paused because its caller reads events too slowly.
-  void StreamStalled();
+  void JobResumed();
   // `outcome` is succeeded or failed.
   void ShardFinished(absl::string_view outcome, absl::Duration elapsed);
   void RowsFinished(absl::string_view outcome, int64_t count);
@@ -84,7 +84,7 @@ class Metrics {
   prometheus::Gauge& shards_queued_;
   prometheus::Gauge& workers_busy_;
   prometheus::Gauge& workers_;
-  prometheus::Counter& stream_stalls_total_;
+  prometheus::Counter& jobs_resumed_total_;
   prometheus::Histogram& shard_duration_seconds_;
   prometheus::Family<prometheus::Counter>& backend_requests_total_;
   prometheus::Family<prometheus::Histogram>& backend_request_duration_seconds_;

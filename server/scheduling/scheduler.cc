@@ -48,8 +48,13 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
   // finish it and drop its own reference at any moment. Declared before the
   // registration, so destroyed after it.
   const std::shared_ptr<Job> keep_alive = job;
+  if (job->shards_to_run() == 0) {
+    // Resumed after every shard was committed: it only has to finish.
+    job->MarkRunning();
+    job->MarkFinished();
+    return absl::OkStatus();
+  }
   Job* raw = job.get();
-  raw->SetOnStreamRoom([this] { Wake(); });
   {
     absl::MutexLock lock(&mu_);
     if (static_cast<int>(running_.size()) < options_.max_jobs) {
@@ -84,7 +89,8 @@ void Scheduler::StartLocked(Entry entry) {
   // `started` is emitted before any worker can see the job.
   entry.job->MarkRunning();
   ArmTimeoutLocked(entry);
-  metrics_.ShardsQueued(static_cast<double>(entry.job->plan().shard_count()));
+  metrics_.ShardsQueued(static_cast<double>(entry.job->shards_to_run()));
+  entry.next_shard = entry.job->NextShardToRun(0);
   // Least recently served first: a new job has not been served at all.
   running_.push_front(std::move(entry));
 }
@@ -122,11 +128,6 @@ void Scheduler::PromoteQueuedLocked() {
   }
 }
 
-void Scheduler::Wake() {
-  absl::MutexLock lock(&mu_);
-  work_available_.SignalAll();
-}
-
 Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     Job& job = *it->job;
@@ -135,12 +136,6 @@ Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
         job.token().IsCancelled()) {
       continue;
     }
-    if (!job.StreamHasRoom()) {
-      if (!it->stalled) metrics_.StreamStalled();
-      it->stalled = true;
-      continue;
-    }
-    it->stalled = false;
     return it;
   }
   return running_.end();
@@ -148,8 +143,7 @@ Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
 
 Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
   if (entry->in_progress > 0) return {};
-  const int64_t unstarted =
-      entry->job->plan().shard_count() - entry->next_shard;
+  const int64_t unstarted = entry->job->shards_to_run() - entry->started;
   if (unstarted > 0 && !entry->job->token().IsCancelled()) return {};
   metrics_.ShardsQueued(-static_cast<double>(unstarted));
   Ended ended{std::move(entry->job), entry->timeout};
@@ -195,14 +189,23 @@ void Scheduler::WorkerLoop() {
       }
       if (stopping_) return;
       job = entry->job;
-      shard = job->plan().Shard(entry->next_shard++);
+      shard = job->plan().Shard(entry->next_shard);
+      entry->next_shard = job->NextShardToRun(entry->next_shard + 1);
+      ++entry->started;
       ++entry->in_progress;
       running_.splice(running_.end(), running_, entry);
     }
     metrics_.ShardsQueued(-1);
     metrics_.WorkerBusy(1);
     absl::Time start = absl::Now();
-    ShardOutcome outcome = runner_.Run(job->spec(), shard, job->token());
+    ShardOutcome outcome;
+    absl::StatusOr<std::vector<google::protobuf::Struct>> rows =
+        job->ReadRows(shard);
+    if (rows.ok()) {
+      outcome = runner_.Run(job->spec(), shard, *std::move(rows), job->token());
+    } else {
+      outcome.status = rows.status();
+    }
     job->ReportShard(shard, std::move(outcome), absl::Now() - start);
     metrics_.WorkerBusy(-1);
 

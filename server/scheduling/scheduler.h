@@ -2,9 +2,11 @@
 // Jobs are admitted up to a limit (more wait in a bounded queue); shards of
 // running jobs are taken round-robin; each job has its own cap (num_workers)
 // under the global one (the worker count). A cancelled job gets no new shard
-// and its workers go back to the pool; a job whose caller reads slowly gets
-// no new shard until its stream has room. A job with a timeout is stopped
-// (DEADLINE_EXCEEDED) by a timer armed when it starts to run.
+// and its workers go back to the pool. A resumed job runs only the shards
+// its log has not committed. A job with a timeout is stopped
+// (DEADLINE_EXCEEDED) by a timer armed when it starts to run. Jobs do not
+// wait for their watchers: events go to the job's log, which watchers read
+// at their own pace.
 #ifndef SDG_SERVER_SCHEDULING_SCHEDULER_H_
 #define SDG_SERVER_SCHEDULING_SCHEDULER_H_
 
@@ -53,8 +55,8 @@ class Scheduler {
   struct Entry {
     std::shared_ptr<Job> job;
     int64_t next_shard = 0;
+    int64_t started = 0;  // shards handed to workers
     int in_progress = 0;
-    bool stalled = false;  // skipped because its stream is full
     CancellationToken::Registration on_cancel = {};
     TimerService::TimerId timeout = 0;  // armed when the job starts to run
   };
@@ -67,8 +69,6 @@ class Scheduler {
 
   void WorkerLoop();
   void OnJobCancelled(Job* job);
-  // Called when a job's stream has room again.
-  void Wake();
   EntryList::iterator FindDispatchableLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a running entry and returns its job if nothing more will run for

@@ -44,9 +44,9 @@ ShardOutcome Failed(absl::Status status, int attempts = 0) {
 
 }  // namespace
 
-ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
-                                     const ShardSpec& shard,
-                                     CancellationToken& token) {
+ShardOutcome BackendShardRunner::Run(
+    const JobSpec& spec, const ShardSpec& shard,
+    std::vector<google::protobuf::Struct> rows, CancellationToken& token) {
   if (token.IsCancelled()) return Failed(token.reason());
   auto backend = backends_.find(spec.block.backend());
   if (backend == backends_.end()) {
@@ -54,23 +54,24 @@ ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
     return Failed(absl::InternalError(absl::StrCat(
         "backend \"", spec.block.backend(), "\" is not configured")));
   }
-  absl::StatusOr<std::vector<std::string>> prompts = RenderPrompts(spec, shard);
+  absl::StatusOr<std::vector<std::string>> prompts = RenderPrompts(spec, rows);
   if (!prompts.ok()) return Failed(prompts.status());
   absl::StatusOr<Requests> requests =
       BuildRequests(spec, *std::move(prompts), *backend->second, token);
   if (!requests.ok()) return Failed(requests.status());
   std::vector<BackendReply> replies = SendAndWait(
       *backend->second, requests->path, std::move(requests->bodies), token);
-  return BuildOutcome(spec, shard, *requests, std::move(replies), token);
+  return BuildOutcome(spec, shard, std::move(rows), *requests,
+                      std::move(replies), token);
 }
 
 absl::StatusOr<std::vector<std::string>> BackendShardRunner::RenderPrompts(
-    const JobSpec& spec, const ShardSpec& shard) const {
+    const JobSpec& spec,
+    const std::vector<google::protobuf::Struct>& rows) const {
   std::vector<std::string> prompts;
-  prompts.reserve(shard.row_count);
-  for (int64_t r = 0; r < shard.row_count; ++r) {
-    absl::StatusOr<std::string> prompt =
-        spec.prompt_template.Render(spec.rows[shard.first_row + r]);
+  prompts.reserve(rows.size());
+  for (const google::protobuf::Struct& row : rows) {
+    absl::StatusOr<std::string> prompt = spec.prompt_template.Render(row);
     if (!prompt.ok()) return prompt.status();
     prompts.push_back(*std::move(prompt));
   }
@@ -119,11 +120,10 @@ std::vector<BackendReply> BackendShardRunner::SendAndWait(
   return collector.AwaitAll();
 }
 
-ShardOutcome BackendShardRunner::BuildOutcome(const JobSpec& spec,
-                                              const ShardSpec& shard,
-                                              const Requests& requests,
-                                              std::vector<BackendReply> replies,
-                                              CancellationToken& token) const {
+ShardOutcome BackendShardRunner::BuildOutcome(
+    const JobSpec& spec, const ShardSpec& shard,
+    std::vector<google::protobuf::Struct> rows, const Requests& requests,
+    std::vector<BackendReply> replies, CancellationToken& token) const {
   const v1::Block& block = spec.block;
   const bool chat = block.api() == v1::API_CHAT;
   const int n = block.n();
@@ -158,7 +158,12 @@ ShardOutcome BackendShardRunner::BuildOutcome(const JobSpec& spec,
       v1::ResultRow& row = outcome.rows.emplace_back();
       row.set_row_index(shard.first_row + r);
       row.set_sample_index(s);
-      *row.mutable_columns() = spec.rows[shard.first_row + r];
+      // The last sample takes the row; the others copy it.
+      if (s + 1 == n) {
+        *row.mutable_columns() = std::move(rows[r]);
+      } else {
+        *row.mutable_columns() = rows[r];
+      }
       (*row.mutable_columns()->mutable_fields())[block.output_column()]
           .set_string_value(choice.text);
       row.set_finish_reason(choice.finish_reason);

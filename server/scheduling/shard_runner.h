@@ -23,8 +23,10 @@ class ShardRunner {
  public:
   virtual ~ShardRunner() = default;
   // Runs on a scheduler worker and may block it; must return promptly once
-  // `token` is cancelled.
+  // `token` is cancelled. `rows` are the shard's rows, read from the job's
+  // dataset.
   virtual ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                           std::vector<google::protobuf::Struct> rows,
                            CancellationToken& token) = 0;
 };
 
@@ -39,6 +41,7 @@ class BackendShardRunner final : public ShardRunner {
   // Blocks the calling worker until every request of the shard has ended;
   // cancelling `token` aborts them at once.
   ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                   std::vector<google::protobuf::Struct> rows,
                    CancellationToken& token) override;
 
  private:
@@ -50,7 +53,8 @@ class BackendShardRunner final : public ShardRunner {
   };
 
   absl::StatusOr<std::vector<std::string>> RenderPrompts(
-      const JobSpec& spec, const ShardSpec& shard) const;
+      const JobSpec& spec,
+      const std::vector<google::protobuf::Struct>& rows) const;
   absl::StatusOr<Requests> BuildRequests(const JobSpec& spec,
                                          std::vector<std::string> prompts,
                                          Backend& backend,
@@ -63,6 +67,7 @@ class BackendShardRunner final : public ShardRunner {
                                         CancellationToken& token) const;
   // Parses the replies into result rows, or says why the shard failed.
   ShardOutcome BuildOutcome(const JobSpec& spec, const ShardSpec& shard,
+                            std::vector<google::protobuf::Struct> rows,
                             const Requests& requests,
                             std::vector<BackendReply> replies,
                             CancellationToken& token) const;

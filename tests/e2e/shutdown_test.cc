@@ -70,7 +70,8 @@ class ShutdownTest : public StackTest {
 };
 
 TEST_F(ShutdownTest, ShortGraceCancelsTheRunningJob) {
-  Start({"--latency_ms=600000"}, {"--shutdown_grace=200ms"});
+  Start({"--latency_ms=600000"},
+        {"--shutdown_grace=200ms", "--on_shutdown=cancel"});
   std::unique_ptr<Subprocess> client = StartJob("long");
   ASSERT_NE(client, nullptr);
   stack_->sdgd().Signal(SIGTERM);
@@ -98,7 +99,8 @@ TEST_F(ShutdownTest, LongGraceLetsTheRunningJobFinish) {
 }
 
 TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
-  Start({"--latency_ms=600000"}, {"--shutdown_grace=600s"});
+  Start({"--latency_ms=600000"},
+        {"--shutdown_grace=600s", "--on_shutdown=cancel"});
   std::unique_ptr<Subprocess> client = StartJob("held");
   ASSERT_NE(client, nullptr);
   ASSERT_EQ(Health(), grpc::health::v1::HealthCheckResponse::SERVING);

@@ -1,5 +1,6 @@
 #include "tests/e2e/stack.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "tests/testing/http_get.h"
@@ -25,10 +26,11 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
   if (!line.ok()) return line.status();
   stack->llmsim_port_ = PortFromLine(*line);
 
-  std::string backends =
-      absl::StrCat("--backend=sim=", stack->llmsim_url(), "/v1");
-  std::vector<std::string> sdgd = {SDGD_PATH, "--listen=127.0.0.1:0",
-                                   "--metrics_listen=127.0.0.1:0", backends};
+  std::vector<std::string>& sdgd = stack->sdgd_argv_;
+  sdgd = {SDGD_PATH, absl::StrCat("--listen=127.0.0.1:", options.sdgd_port),
+          "--metrics_listen=127.0.0.1:0",
+          absl::StrCat("--backend=sim=", stack->llmsim_url(), "/v1"),
+          absl::StrCat("--state_dir=", stack->state_dir())};
   for (const std::string& extra : options.extra_backends) {
     sdgd.push_back("--backend=" + extra);
   }
@@ -37,20 +39,39 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
         absl::StrCat("--backend=", alias, "=", stack->llmsim_url(), "/v1"));
   }
   sdgd.insert(sdgd.end(), options.sdgd_args.begin(), options.sdgd_args.end());
-  auto server = Subprocess::Start(sdgd, stack->dir_ + "/sdgd.log");
+  if (absl::Status started = stack->StartSdgd(); !started.ok()) return started;
+  return stack;
+}
+
+absl::Status Stack::StartSdgd() {
+  auto server = Subprocess::Start(sdgd_argv_, dir_ + "/sdgd.log");
   if (!server.ok()) return server.status();
-  stack->sdgd_ = *std::move(server);
-  line = stack->sdgd_->ReadLineStartingWith("sdgd listening on", kStartTimeout);
+  sdgd_ = *std::move(server);
+  auto line = sdgd_->ReadLineStartingWith("sdgd listening on", kStartTimeout);
   if (!line.ok()) {
     return absl::Status(line.status().code(),
                         absl::StrCat(line.status().message(), "; sdgd log:\n",
-                                     stack->SdgdLog()));
+                                     SdgdLog()));
   }
-  stack->port_ = PortFromLine(*line);
-  line = stack->sdgd_->ReadLineStartingWith("sdgd metrics on", kStartTimeout);
+  port_ = PortFromLine(*line);
+  line = sdgd_->ReadLineStartingWith("sdgd metrics on", kStartTimeout);
   if (!line.ok()) return line.status();
-  stack->metrics_port_ = PortFromLine(*line);
-  return stack;
+  metrics_port_ = PortFromLine(*line);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Stack::RestartSdgd(int signal_number) {
+  sdgd_->Signal(signal_number);
+  const int status = sdgd_->Wait();
+  // The new sdgd takes the same port (when the options fixed it) and the
+  // same state_dir.
+  for (std::string& arg : sdgd_argv_) {
+    if (absl::StartsWith(arg, "--listen=")) {
+      arg = absl::StrCat("--listen=127.0.0.1:", port_);
+    }
+  }
+  if (absl::Status started = StartSdgd(); !started.ok()) return started;
+  return status;
 }
 
 std::string Stack::metrics_url() const {

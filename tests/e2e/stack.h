@@ -19,6 +19,8 @@ struct StackOptions {
   std::vector<std::string> extra_backends;
   // More backend names for the same llmsim (e.g. with other flags).
   std::vector<std::string> llmsim_aliases;
+  // sdgd's gRPC port; 0 picks one. RestartSdgd keeps it either way.
+  int sdgd_port = 0;
 };
 
 class Stack {
@@ -33,6 +35,12 @@ class Stack {
   Subprocess& sdgd() { return *sdgd_; }
   Subprocess& llmsim() { return *llmsim_; }
   std::string SdgdLog() const;
+  std::string state_dir() const { return dir_ + "/state"; }
+
+  // Sends sdgd `signal_number` (SIGKILL: a crash; SIGTERM: a shutdown),
+  // waits for it to exit and starts it again on the same port and
+  // state_dir. Returns the old process's wait status.
+  absl::StatusOr<int> RestartSdgd(int signal_number);
 
   // Runs sdgctl with --server set.
   CommandResult Sdgctl(std::vector<std::string> args) const;
@@ -43,12 +51,14 @@ class Stack {
   std::string LlmsimStats() const;
 
  private:
+  absl::Status StartSdgd();
   // `sdgctl ARGS... --server=ADDRESS`.
   std::vector<std::string> SdgctlArgv(std::vector<std::string> args) const;
 
   std::string dir_;
   std::unique_ptr<Subprocess> llmsim_;
   std::unique_ptr<Subprocess> sdgd_;
+  std::vector<std::string> sdgd_argv_;
   int port_ = 0;
   int metrics_port_ = 0;
   int llmsim_port_ = 0;

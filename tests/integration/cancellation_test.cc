@@ -151,6 +151,9 @@ TEST_F(CancellationTest, FailFastAbortsTheOtherShards) {
 }
 
 TEST_F(CancellationTest, ShutdownCancelsRunningJobsAndSendsFinished) {
+  ServerOptions options;
+  options.on_shutdown = ServerOptions::OnShutdown::kCancel;
+  RestartServer({{"sim", fast_.url()}, {"slow", slow_.url()}}, options);
   auto call = RunInBackground(HangingJob("shutdown"));
   AwaitHung(slow_, 8);
   server_->Shutdown(absl::Milliseconds(100));
@@ -161,6 +164,43 @@ TEST_F(CancellationTest, ShutdownCancelsRunningJobsAndSendsFinished) {
             "server is shutting down (grace period ended)");
   EXPECT_TRUE(
       Eventually([&] { return slow_.Stats()["closed_by_client"] == 8; }));
+}
+
+TEST_F(CancellationTest, ShutdownSuspendsRunningJobsAndTheNextServerResumesThem) {
+  // Every request hangs, so only `started` is committed; after the restart
+  // every shard runs again, on a backend that answers.
+  auto call = RunInBackground(HangingJob("suspended"));
+  AwaitHung(slow_, 8);
+  server_->Shutdown(absl::Milliseconds(100));
+  Events cut = call->Wait();
+  EXPECT_EQ(cut.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(cut.status.error_message(),
+              HasSubstr("watch it again with the last sequence"));
+  EXPECT_TRUE(cut.all.back().has_started()) << "no shard was committed";
+  EXPECT_TRUE(
+      Eventually([&] { return slow_.Stats()["closed_by_client"] == 8; }));
+
+  // The next server maps the job's backend to one that answers.
+  RestartServer({{"sim", fast_.url()}, {"slow", fast_.url()}});
+  EXPECT_EQ(server_->resumed_jobs(), 1);
+  EXPECT_EQ(Metric("sdg_jobs_resumed_total"), 1);
+  grpc::ClientContext context;
+  v1::WatchJobRequest watch;
+  watch.set_job_id("suspended");
+  watch.set_after_sequence(cut.all.back().sequence());
+  auto reader = stub_->WatchJob(&context, watch);
+  Events rest;
+  v1::JobEvent event;
+  while (reader->Read(&event)) rest.all.push_back(event);
+  rest.status = reader->Finish();
+  ASSERT_TRUE(rest.status.ok()) << rest.status.error_message();
+  EXPECT_EQ(rest.all.front().sequence(), cut.all.back().sequence() + 1);
+  EXPECT_EQ(rest.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(rest.Finished().rows_succeeded(), 8);
+  EXPECT_EQ(rest.Rows().size(), 8u);
+  absl::StatusOr<v1::Job> job = GetJob("suspended");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->resumed(), 1);
 }
 
 TEST_F(CancellationTest, FullServerAnswersResourceExhausted) {

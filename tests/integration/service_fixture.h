@@ -130,6 +130,11 @@ class ServiceFixture : public ::testing::Test {
     options.listen = "127.0.0.1:0";
     options.metrics_listen = "127.0.0.1:0";
     if (options.scheduler.max_workers == 64) options.scheduler.max_workers = 8;
+    // The durable default, in a directory of this server's own.
+    if (options.state_dir == ServerOptions().state_dir) {
+      state_dir_ = MakeTempDir() + "/state";
+      options.state_dir = state_dir_;
+    }
     for (const auto& [name, url] : backends) {
       BackendOptions backend = backend_defaults_;
       backend.name = name;
@@ -142,6 +147,16 @@ class ServiceFixture : public ::testing::Test {
     stub_ = v1::GenerationService::NewStub(
         grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                             grpc::InsecureChannelCredentials()));
+  }
+
+  // Stops the server (as SIGTERM does, with no grace) and starts another on
+  // the same state_dir: what a restart looks like to the jobs.
+  void RestartServer(
+      const std::vector<std::pair<std::string, std::string>>& backends,
+      ServerOptions options = {}) {
+    server_.reset();
+    options.state_dir = state_dir_;
+    StartServer(backends, options);
   }
 
   static v1::GenerateJobRequest Request(int rows,
@@ -198,6 +213,7 @@ class ServiceFixture : public ::testing::Test {
   }
 
   BackendOptions backend_defaults_ = DefaultBackendOptions();
+  std::string state_dir_;  // the running server's
   std::unique_ptr<Server> server_;
   std::unique_ptr<v1::GenerationService::Stub> stub_;
 };

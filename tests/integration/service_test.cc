@@ -133,14 +133,26 @@ TEST_F(ServiceTest, DeadBackendGivesShardErrorsAndTheCallStillSucceeds) {
             "3 of 3 shards failed; see the shard_error events");
 }
 
-TEST_F(ServiceTest, DuplicateJobIdIsAlreadyExists) {
+TEST_F(ServiceTest, SameJobIdAttachesAndAnotherRequestIsAlreadyExists) {
   StartServer({sim_.url()});
-  v1::GenerateJobRequest request = Request(1);
+  v1::GenerateJobRequest request = Request(3);
   request.set_job_id("same");
-  ASSERT_EQ(Run(request).Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  Events first = Run(request);
+  ASSERT_EQ(first.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  // The same request again: the same job's events, not a second job.
   Events again = Run(request);
-  EXPECT_EQ(again.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
-  EXPECT_THAT(again.status.error_message(), HasSubstr("\"same\""));
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  ASSERT_EQ(again.all.size(), first.all.size());
+  for (size_t i = 0; i < first.all.size(); ++i) {
+    EXPECT_EQ(again.all[i].sequence(), i + 1);
+    EXPECT_EQ(again.all[i].SerializeAsString(), first.all[i].SerializeAsString());
+  }
+  EXPECT_EQ(sim_.Stats()["requests"], 3);
+  // Another request under that id is refused, naming it.
+  request.mutable_block()->set_max_tokens(7);
+  Events other = Run(request);
+  EXPECT_EQ(other.status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(other.status.error_message(), HasSubstr("\"same\""));
 }
 
 TEST_F(ServiceTest, GetAndListShowAFinishedJob) {

@@ -3,34 +3,34 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/testing/test_jobs.h"
+
 namespace sdg {
 namespace {
 
 using ::testing::HasSubstr;
-
-class NullSink final : public JobSink {
- public:
-  void Emit(v1::JobEvent) override {}
-  void Close() override {}
-};
 
 class JobRegistryTest : public ::testing::Test {
  protected:
   std::shared_ptr<Job> MakeJob(const std::string& id) {
     JobSpec spec;
     spec.job_id = id;
-    spec.rows.resize(1);
     spec.batch_size = 1;
     spec.num_workers = 1;
-    return std::make_shared<Job>(std::move(spec), std::make_shared<NullSink>(),
-                                 metrics_);
+    return testing::MakeTestJob(std::move(spec), 1, store_, metrics_);
+  }
+  static std::vector<std::string> Ids(const JobRegistry::Page& page) {
+    std::vector<std::string> ids;
+    for (const auto& job : page.jobs) ids.push_back(job->id());
+    return ids;
   }
 
   Metrics metrics_;
+  MemoryJobStore store_;
 };
 
 TEST_F(JobRegistryTest, ListsJobsOldestFirstAndFindsThem) {
-  JobRegistry registry(absl::Hours(1));
+  JobRegistry registry(absl::Hours(1), store_);
   ASSERT_TRUE(registry.Add(MakeJob("a")).ok());
   ASSERT_TRUE(registry.Add(MakeJob("b")).ok());
   auto jobs = registry.List();
@@ -39,11 +39,13 @@ TEST_F(JobRegistryTest, ListsJobsOldestFirstAndFindsThem) {
   EXPECT_EQ(jobs[1]->id(), "b");
   EXPECT_TRUE(registry.Find("b").ok());
   EXPECT_EQ(registry.Unfinished().size(), 2u);
+  EXPECT_EQ(registry.Add(MakeJob("a")).code(),
+            absl::StatusCode::kAlreadyExists);
 }
 
 TEST_F(JobRegistryTest, FinishedJobsStayForTheRetentionOnly) {
-  JobRegistry keeps(absl::Hours(1));
-  JobRegistry forgets(absl::ZeroDuration());
+  JobRegistry keeps(absl::Hours(1), store_);
+  JobRegistry forgets(absl::ZeroDuration(), store_);
   auto job = MakeJob("done");
   ASSERT_TRUE(keeps.Add(job).ok());
   ASSERT_TRUE(forgets.Add(job).ok());
@@ -56,9 +58,41 @@ TEST_F(JobRegistryTest, FinishedJobsStayForTheRetentionOnly) {
 }
 
 TEST_F(JobRegistryTest, RunningJobsAreNeverPruned) {
-  JobRegistry registry(absl::ZeroDuration());
+  JobRegistry registry(absl::ZeroDuration(), store_);
   ASSERT_TRUE(registry.Add(MakeJob("running")).ok());
   EXPECT_TRUE(registry.Find("running").ok());
+}
+
+TEST_F(JobRegistryTest, PagesFollowEachOtherWithoutGapOrRepeat) {
+  JobRegistry registry(absl::Hours(1), store_);
+  for (const char* id : {"a", "b", "c", "d", "e"}) {
+    ASSERT_TRUE(registry.Add(MakeJob(id)).ok());
+  }
+  auto first = registry.ListPage("", 2, v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(first.ok());
+  EXPECT_THAT(Ids(*first), ::testing::ElementsAre("a", "b"));
+  // A job removed between pages does not shift the next page.
+  registry.Remove("c");
+  auto second = registry.ListPage(first->next_page_token, 2,
+                                  v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(second.ok());
+  EXPECT_THAT(Ids(*second), ::testing::ElementsAre("d", "e"));
+  EXPECT_EQ(second->next_page_token, "");
+  EXPECT_EQ(registry.ListPage("x", 2, v1::JOB_STATE_UNSPECIFIED)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobRegistryTest, StateFilterSkipsOtherJobs) {
+  JobRegistry registry(absl::Hours(1), store_);
+  auto done = MakeJob("done");
+  ASSERT_TRUE(registry.Add(MakeJob("queued")).ok());
+  ASSERT_TRUE(registry.Add(done).ok());
+  done->MarkFinished();  // never ran: it ends SUCCEEDED with no shard
+  auto page = registry.ListPage("", 10, v1::JOB_STATE_QUEUED);
+  ASSERT_TRUE(page.ok());
+  EXPECT_THAT(Ids(*page), ::testing::ElementsAre("queued"));
 }
 
 }  // namespace

@@ -24,8 +24,17 @@ class ValidateRequestTest : public ::testing::Test {
     return request;
   }
 
+  // What admission checks, in its order: the request, its dataset source,
+  // then the dataset as stored.
   absl::Status Check(const v1::GenerateJobRequest& request) {
-    return ValidateRequest(request, backends_, limits_).status();
+    absl::StatusOr<JobSpec> spec = ValidateRequest(request, backends_, limits_);
+    if (!spec.ok()) return spec.status();
+    if (absl::Status s = ValidateDatasetSource(request); !s.ok()) return s;
+    std::unique_ptr<DatasetBuilder> builder = DatasetBuilder::InMemory();
+    for (const auto& row : request.rows()) {
+      if (absl::Status s = builder->Add(row); !s.ok()) return s;
+    }
+    return ValidateDataset(*spec, builder->info(), DatasetSource(request));
   }
 
   BackendNames backends_ = {"sim"};
@@ -41,7 +50,7 @@ TEST_F(ValidateRequestTest, AppliesDefaults) {
   EXPECT_EQ(spec->block.n(), 1);
   EXPECT_EQ(spec->block.backend(), "sim");
   EXPECT_EQ(spec->job_id.size(), 16u);
-  EXPECT_EQ(spec->rows.size(), 2u);
+  EXPECT_TRUE(Check(Request()).ok());
 }
 
 TEST_F(ValidateRequestTest, EmptyTemplateIsRejected) {
@@ -87,7 +96,26 @@ TEST_F(ValidateRequestTest, OutOfRangeNumbersNameTheField) {
 TEST_F(ValidateRequestTest, EmptyDatasetIsRejected) {
   auto request = Request();
   request.clear_rows();
-  EXPECT_EQ(Check(request).message(), "rows: the dataset is empty");
+  EXPECT_EQ(Check(request).message(),
+            "rows: the dataset is empty (send rows, or name a dataset_id or a "
+            "dataset_path)");
+}
+
+TEST_F(ValidateRequestTest, ColumnFirstSeenLaterIsMissingFromRowZero) {
+  auto request = Request();
+  (*request.mutable_rows(0)->mutable_fields()).erase("question");
+  EXPECT_EQ(Check(request).message(),
+            "block.prompt_template: column \"question\" is missing from row 0");
+}
+
+TEST_F(ValidateRequestTest, OneDatasetSourceOnly) {
+  auto request = Request();
+  request.set_dataset_id("uploaded");
+  EXPECT_EQ(Check(request).message(),
+            "dataset_id: give exactly one of rows, dataset_id and "
+            "dataset_path");
+  request.clear_rows();
+  EXPECT_TRUE(ValidateDatasetSource(request).ok());
 }
 
 TEST_F(ValidateRequestTest, ModelIsRequired) {
@@ -100,6 +128,9 @@ TEST_F(ValidateRequestTest, BadJobIdIsRejected) {
   auto request = Request();
   request.set_job_id("has space");
   EXPECT_THAT(Check(request).message(), HasSubstr("job_id:"));
+  // Ids name directories in the job store.
+  request.set_job_id("..");
+  EXPECT_THAT(Check(request).message(), HasSubstr("not starting with '.'"));
   request.set_job_id("run-1.a_b");
   EXPECT_TRUE(Check(request).ok());
 }

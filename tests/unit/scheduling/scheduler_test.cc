@@ -7,6 +7,7 @@
 
 #include "tests/testing/http_get.h"
 #include "tests/testing/manual_timers.h"
+#include "tests/testing/test_jobs.h"
 
 namespace sdg {
 namespace {
@@ -19,6 +20,7 @@ using ::testing::UnorderedElementsAre;
 class GatedRunner final : public ShardRunner {
  public:
   ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                   std::vector<google::protobuf::Struct> rows,
                    CancellationToken& token) override {
     auto registration = token.OnCancel([this] {
       absl::MutexLock lock(&mu_);
@@ -80,63 +82,7 @@ class GatedRunner final : public ShardRunner {
   std::vector<std::string> started_ ABSL_GUARDED_BY(mu_);
 };
 
-// Keeps every event; has room for `capacity` events until told otherwise.
-class RecordingSink final : public JobSink {
- public:
-  void Emit(v1::JobEvent event) override {
-    absl::MutexLock lock(&mu_);
-    events_.push_back(std::move(event));
-  }
-  void Close() override {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
-  bool HasRoom() const override {
-    absl::MutexLock lock(&mu_);
-    if (events_.size() < capacity_) return true;
-    ++refusals_;
-    return false;
-  }
-  void SetOnRoom(std::function<void()> callback) override {
-    absl::MutexLock lock(&mu_);
-    on_room_ = std::move(callback);
-  }
-
-  void SetCapacity(size_t capacity) {
-    std::function<void()> on_room;
-    {
-      absl::MutexLock lock(&mu_);
-      capacity_ = capacity;
-      on_room = on_room_;
-    }
-    if (on_room) on_room();
-  }
-  std::vector<v1::JobEvent> AwaitClosed() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&closed_));
-    return events_;
-  }
-  // Blocks until the scheduler has found the stream full.
-  void AwaitRefusal() {
-    absl::MutexLock lock(&mu_);
-    auto refused = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return refusals_ > 0;
-    };
-    mu_.Await(absl::Condition(&refused));
-  }
-  std::vector<v1::JobEvent> events() {
-    absl::MutexLock lock(&mu_);
-    return events_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<v1::JobEvent> events_ ABSL_GUARDED_BY(mu_);
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  size_t capacity_ ABSL_GUARDED_BY(mu_) = 1 << 20;
-  mutable int refusals_ ABSL_GUARDED_BY(mu_) = 0;
-  std::function<void()> on_room_ ABSL_GUARDED_BY(mu_);
-};
+using RecordingSink = testing::JobEvents;
 
 class SchedulerTest : public ::testing::Test {
  protected:
@@ -156,12 +102,14 @@ class SchedulerTest : public ::testing::Test {
       std::optional<absl::Duration> timeout = std::nullopt) {
     JobSpec spec;
     spec.job_id = id;
-    spec.rows.resize(shards);
     spec.batch_size = 1;
     spec.num_workers = num_workers;
     spec.error_policy = policy;
     spec.timeout = timeout;
-    return std::make_shared<Job>(std::move(spec), std::move(sink), metrics_);
+    std::shared_ptr<Job> job =
+        testing::MakeTestJob(std::move(spec), shards, store_, metrics_);
+    sink->Watch(job);
+    return job;
   }
 
   static v1::JobFinished Finished(const std::vector<v1::JobEvent>& events) {
@@ -170,6 +118,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   Metrics metrics_;
+  MemoryJobStore store_;
   testing::ManualTimers timers_;
   GatedRunner runner_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -309,23 +258,6 @@ TEST_F(SchedulerTest, CancellingAQueuedJobFinishesItWithoutStarting) {
   runner_.Open();
   running_sink->AwaitClosed();
   EXPECT_THAT(runner_.started(), ElementsAre("running:0"));
-}
-
-TEST_F(SchedulerTest, FullStreamPausesTheJobUntilItHasRoom) {
-  StartScheduler(/*max_workers=*/1);
-  runner_.Open();
-  auto sink = std::make_shared<RecordingSink>();
-  sink->SetCapacity(3);  // `started` and two shard results
-  ASSERT_TRUE(scheduler_->Submit(MakeJob("slow-reader", 10, 1, sink)).ok());
-  sink->AwaitRefusal();
-  EXPECT_EQ(runner_.started().size(), 2u);
-  EXPECT_EQ(sink->events().size(), 3u);
-  sink->SetCapacity(1000);  // the reader caught up
-  v1::JobFinished finished = Finished(sink->AwaitClosed());
-  EXPECT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED);
-  EXPECT_EQ(runner_.started().size(), 10u);
-  EXPECT_EQ(
-      testing::MetricValue(metrics_.Serialize(), "sdg_stream_stalls_total"), 1);
 }
 
 TEST_F(SchedulerTest, TimeoutStopsTheJobWithDeadlineExceeded) {

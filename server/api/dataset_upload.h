@@ -1,0 +1,47 @@
+// The server side of an UploadDataset call: checks each JSON line as it
+// arrives and writes the rows to the job store; a bad line (or a client
+// that goes away) stores nothing.
+#ifndef SDG_SERVER_API_DATASET_UPLOAD_H_
+#define SDG_SERVER_API_DATASET_UPLOAD_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "base/sha256.h"
+#include "sdg/v1/generation.pb.h"
+#include "server/jobs/dataset.h"
+#include "server/jobs/job_store.h"
+
+namespace sdg {
+
+class DatasetUploadReactor final
+    : public grpc::ServerReadReactor<v1::DatasetChunk> {
+ public:
+  // Answers into `response`, which outlives the call.
+  DatasetUploadReactor(JobStore& store, v1::Dataset* response);
+
+  void OnReadDone(bool ok) override;
+  void OnDone() override { delete this; }
+
+ private:
+  // Takes one chunk; an error ends the upload.
+  absl::Status Take(const v1::DatasetChunk& chunk);
+  // The client has sent everything.
+  absl::Status Complete();
+  void End(const absl::Status& status);
+
+  JobStore& store_;
+  v1::Dataset* const response_;
+  // Only touched by OnReadDone, which gRPC never runs twice at once.
+  v1::DatasetChunk chunk_;
+  std::string dataset_id_;
+  std::unique_ptr<DatasetBuilder> builder_;
+  JsonLinesDecoder decoder_;
+  Sha256 sha256_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_API_DATASET_UPLOAD_H_

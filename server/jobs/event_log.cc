@@ -1,0 +1,422 @@
+#include "server/jobs/event_log.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+
+namespace sdg {
+namespace {
+
+constexpr char kMagic[] = "SDGLOG1\n";
+constexpr size_t kMagicSize = sizeof(kMagic) - 1;
+constexpr size_t kHeaderSize = 16;
+// A record larger than this is not one we wrote.
+constexpr uint32_t kMaxPayload = 1u << 30;
+
+uint32_t RecordCrc(uint64_t sequence_le, absl::string_view payload) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(&sequence_le),
+              sizeof(sequence_le));
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(payload.data()),
+              static_cast<uInt>(payload.size()));
+  return static_cast<uint32_t>(crc);
+}
+
+void AppendRecord(uint64_t sequence, absl::string_view payload,
+                  std::string& out) {
+  const uint64_t sequence_le = htole64(sequence);
+  const uint32_t size_le = htole32(static_cast<uint32_t>(payload.size()));
+  const uint32_t crc_le = htole32(RecordCrc(sequence_le, payload));
+  out.append(reinterpret_cast<const char*>(&size_le), 4);
+  out.append(reinterpret_cast<const char*>(&crc_le), 4);
+  out.append(reinterpret_cast<const char*>(&sequence_le), 8);
+  out.append(payload.data(), payload.size());
+}
+
+struct Header {
+  uint32_t size;
+  uint32_t crc;
+  uint64_t sequence_le;
+};
+
+Header DecodeHeader(const char* bytes) {
+  Header header;
+  std::memcpy(&header.size, bytes, 4);
+  std::memcpy(&header.crc, bytes + 4, 4);
+  std::memcpy(&header.sequence_le, bytes + 8, 8);
+  header.size = le32toh(header.size);
+  header.crc = le32toh(header.crc);
+  return header;
+}
+
+// Reads the record at `offset` through `read`; nullopt for a torn or
+// damaged record (short, oversized, bad CRC, unparsable).
+template <typename ReadFn>
+absl::StatusOr<std::optional<std::pair<v1::JobEvent, int64_t>>> ReadRecord(
+    int64_t offset, int64_t limit, ReadFn read) {
+  if (offset + static_cast<int64_t>(kHeaderSize) > limit) return std::nullopt;
+  char header_bytes[kHeaderSize];
+  absl::StatusOr<size_t> got = read(offset, kHeaderSize, header_bytes);
+  if (!got.ok()) return got.status();
+  if (*got != kHeaderSize) return std::nullopt;
+  Header header = DecodeHeader(header_bytes);
+  const int64_t end = offset + static_cast<int64_t>(kHeaderSize) + header.size;
+  if (header.size > kMaxPayload || end > limit) return std::nullopt;
+  std::string payload(header.size, '\0');
+  got = read(offset + static_cast<int64_t>(kHeaderSize), header.size,
+             payload.data());
+  if (!got.ok()) return got.status();
+  if (*got != header.size ||
+      RecordCrc(header.sequence_le, payload) != header.crc) {
+    return std::nullopt;
+  }
+  v1::JobEvent event;
+  if (!event.ParseFromString(payload) ||
+      event.sequence() != le64toh(header.sequence_le)) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::move(event), end);
+}
+
+}  // namespace
+
+EventLog::EventLog(std::string path, LogCommitter* committer, UniqueFd fd)
+    : path_(std::move(path)), committer_(committer), fd_(std::move(fd)) {}
+
+std::shared_ptr<EventLog> EventLog::InMemory() {
+  std::shared_ptr<EventLog> log(new EventLog("", nullptr, UniqueFd()));
+  absl::MutexLock lock(&log->mu_);
+  log->memory_ = kMagic;
+  log->committed_bytes_ = static_cast<int64_t>(kMagicSize);
+  return log;
+}
+
+absl::StatusOr<std::shared_ptr<EventLog>> EventLog::OpenFile(
+    std::string path, LogCommitter& committer,
+    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC,
+                     0644));
+  if (fd.get() < 0) return FileError("open", path, errno);
+  const off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  if (size < 0) return FileError("seek", path, errno);
+  int64_t end = static_cast<int64_t>(kMagicSize);
+  uint64_t sequence = 0;
+  if (size < static_cast<off_t>(kMagicSize)) {
+    // New, or torn before its first record: start it again.
+    if (::ftruncate(fd.get(), 0) != 0) return FileError("truncate", path, errno);
+    if (absl::Status s = WriteAll(fd.get(), kMagic, path); !s.ok()) return s;
+  } else {
+    char magic[kMagicSize];
+    absl::StatusOr<size_t> got = ReadAt(fd.get(), 0, kMagicSize, magic, path);
+    if (!got.ok()) return got.status();
+    if (std::memcmp(magic, kMagic, kMagicSize) != 0) {
+      return absl::DataLossError(
+          absl::StrCat(path, " is not an sdgd event log"));
+    }
+    auto read = [&](int64_t offset, size_t n, char* out) {
+      return ReadAt(fd.get(), offset, n, out, path);
+    };
+    while (true) {
+      auto record = ReadRecord(end, size, read);
+      if (!record.ok()) return record.status();
+      if (!record->has_value() || (*record)->first.sequence() != sequence + 1) {
+        break;
+      }
+      replay((*record)->first);
+      sequence = (*record)->first.sequence();
+      end = (*record)->second;
+    }
+    if (end < size) {
+      Log(LogLevel::kWarning, "event log: cut a torn tail",
+          {{"path", path}, {"bytes", size - end}, {"last_sequence", sequence}});
+      if (::ftruncate(fd.get(), end) != 0) {
+        return FileError("truncate", path, errno);
+      }
+    }
+  }
+  if (::fdatasync(fd.get()) != 0) return FileError("fsync", path, errno);
+  std::shared_ptr<EventLog> log(
+      new EventLog(std::move(path), &committer, std::move(fd)));
+  absl::MutexLock lock(&log->mu_);
+  log->appended_ = log->committed_ = sequence;
+  log->committed_bytes_ = end;
+  return log;
+}
+
+std::shared_ptr<EventLog> EventLog::OpenFinished(std::string path) {
+  std::shared_ptr<EventLog> log(
+      new EventLog(std::move(path), nullptr, UniqueFd()));
+  absl::MutexLock lock(&log->mu_);
+  log->end_ = absl::OkStatus();
+  log->scanned_ = false;  // by the first Read
+  return log;
+}
+
+absl::Status EventLog::ScanFinishedLocked() {
+  UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return FileError("open", path_, errno);
+  const off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  int64_t end = static_cast<int64_t>(kMagicSize);
+  uint64_t sequence = 0;
+  auto read = [&](int64_t offset, size_t n, char* out) {
+    return ReadAt(fd.get(), offset, n, out, path_);
+  };
+  while (true) {
+    auto record = ReadRecord(end, size, read);
+    if (!record.ok()) return record.status();
+    if (!record->has_value() || (*record)->first.sequence() != sequence + 1) {
+      break;
+    }
+    sequence = (*record)->first.sequence();
+    end = (*record)->second;
+  }
+  appended_ = committed_ = sequence;
+  committed_bytes_ = end;
+  scanned_ = true;
+  return absl::OkStatus();
+}
+
+uint64_t EventLog::Append(v1::JobEvent& event) {
+  std::vector<std::function<void()>> waiters;
+  uint64_t sequence;
+  bool enqueue = false;
+  {
+    absl::MutexLock lock(&mu_);
+    sequence = ++appended_;
+    event.set_sequence(sequence);
+    const std::string payload = event.SerializeAsString();
+    if (committer_ == nullptr) {
+      AppendRecord(sequence, payload, memory_);
+      committed_ = sequence;
+      committed_bytes_ = static_cast<int64_t>(memory_.size());
+      waiters = TakeWaitersLocked();
+    } else {
+      AppendRecord(sequence, payload, pending_);
+      enqueue = !std::exchange(queued_, true);
+    }
+  }
+  if (enqueue) committer_->Enqueue(shared_from_this());
+  for (auto& waiter : waiters) waiter();
+  return sequence;
+}
+
+void EventLog::AwaitRoom() {
+  absl::MutexLock lock(&mu_);
+  auto has_room = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return pending_.size() <= kMaxUncommittedBytes || !commit_error_.ok();
+  };
+  mu_.Await(absl::Condition(&has_room));
+}
+
+void EventLog::End(absl::Status status) {
+  std::vector<std::function<void()>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    if (end_.has_value()) return;
+    end_ = std::move(status);
+    if (committed_ == appended_) waiters = TakeWaitersLocked();
+  }
+  for (auto& waiter : waiters) waiter();
+}
+
+void EventLog::AwaitCommitted() {
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return committed_ == appended_ || !commit_error_.ok();
+  };
+  mu_.Await(absl::Condition(&done));
+}
+
+void EventLog::SetOnCommitError(std::function<void(absl::Status)> callback) {
+  absl::MutexLock lock(&mu_);
+  on_commit_error_ = std::move(callback);
+}
+
+uint64_t EventLog::last_sequence() const {
+  absl::MutexLock lock(&mu_);
+  return committed_;
+}
+
+std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
+  return std::exchange(waiters_, {});
+}
+
+EventLog::Pending EventLog::TakePending() {
+  absl::MutexLock lock(&mu_);
+  queued_ = false;
+  return Pending{std::exchange(pending_, {}), appended_};
+}
+
+void EventLog::Committed(const Pending& pending, const absl::Status& status) {
+  std::vector<std::function<void()>> waiters;
+  std::function<void(absl::Status)> on_error;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!commit_error_.ok()) return;
+    if (status.ok()) {
+      committed_ = pending.last_sequence;
+      committed_bytes_ += static_cast<int64_t>(pending.bytes.size());
+    } else {
+      commit_error_ = status;
+      on_error = on_commit_error_;
+    }
+    waiters = TakeWaitersLocked();
+  }
+  for (auto& waiter : waiters) waiter();
+  if (on_error) on_error(status);
+}
+
+bool EventLog::NotifyAfter(uint64_t sequence, std::function<void()> callback) {
+  absl::MutexLock lock(&mu_);
+  if (committed_ > sequence || !commit_error_.ok() ||
+      (end_.has_value() && committed_ == appended_)) {
+    return false;
+  }
+  waiters_.push_back(std::move(callback));
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<EventLog::Reader>> EventLog::Read(
+    uint64_t after_sequence) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!scanned_) {
+      if (absl::Status s = ScanFinishedLocked(); !s.ok()) return s;
+    }
+  }
+  UniqueFd fd;
+  if (!path_.empty()) {
+    fd = UniqueFd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return FileError("open", path_, errno);
+  }
+  std::unique_ptr<Reader> reader(
+      new Reader(shared_from_this(), after_sequence, std::move(fd)));
+  reader->position_ = static_cast<int64_t>(kMagicSize);
+  return reader;
+}
+
+absl::StatusOr<size_t> EventLog::Reader::Read(int64_t offset, size_t size,
+                                              char* out) {
+  if (fd_.get() >= 0) return ReadAt(fd_.get(), offset, size, out, log_->path_);
+  absl::MutexLock lock(&log_->mu_);
+  const std::string& bytes = log_->memory_;
+  if (offset >= static_cast<int64_t>(bytes.size())) return 0;
+  size_t n = std::min(size, bytes.size() - static_cast<size_t>(offset));
+  std::memcpy(out, bytes.data() + offset, n);
+  return n;
+}
+
+absl::StatusOr<std::optional<v1::JobEvent>> EventLog::Reader::Next() {
+  int64_t limit;
+  {
+    absl::MutexLock lock(&log_->mu_);
+    limit = log_->committed_bytes_;
+  }
+  auto read = [this](int64_t offset, size_t n, char* out) {
+    return Read(offset, n, out);
+  };
+  while (position_ < limit) {
+    auto record = ReadRecord(position_, limit, read);
+    if (!record.ok()) return record.status();
+    if (!record->has_value()) {
+      return absl::DataLossError(absl::StrCat(
+          log_->path_, " is damaged at byte ", position_,
+          "; the job's events after sequence ", last_read_, " are lost"));
+    }
+    position_ = (*record)->second;
+    const uint64_t sequence = (*record)->first.sequence();
+    if (sequence <= after_) continue;
+    if (sequence != last_read_ + 1) {
+      return absl::DataLossError(absl::StrCat(
+          log_->path_, " is damaged: event ", sequence, " follows event ",
+          last_read_, " (was the state_dir used by two servers?)"));
+    }
+    last_read_ = sequence;
+    return std::move((*record)->first);
+  }
+  return std::nullopt;
+}
+
+std::optional<absl::Status> EventLog::Reader::End() const {
+  absl::MutexLock lock(&log_->mu_);
+  if (last_read_ < log_->committed_) return std::nullopt;
+  if (!log_->commit_error_.ok()) return log_->commit_error_;
+  if (log_->end_.has_value() && log_->committed_ == log_->appended_) {
+    return *log_->end_;
+  }
+  return std::nullopt;
+}
+
+LogCommitter::LogCommitter() : thread_([this] { Loop(); }) {}
+
+LogCommitter::~LogCommitter() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+int64_t LogCommitter::rounds() const {
+  absl::MutexLock lock(&mu_);
+  return rounds_;
+}
+
+void LogCommitter::Enqueue(std::shared_ptr<EventLog> log) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(log));
+}
+
+void LogCommitter::Loop() {
+  while (true) {
+    std::vector<std::shared_ptr<EventLog>> logs;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, and everything is committed
+      logs.swap(queue_);
+      ++rounds_;
+    }
+    std::vector<EventLog::Pending> pending;
+    std::vector<absl::Status> results;
+    pending.reserve(logs.size());
+    for (const auto& log : logs) {
+      pending.push_back(log->TakePending());
+      absl::Status status = WriteAll(log->fd_.get(), pending.back().bytes,
+                                     log->path_);
+      results.push_back(std::move(status));
+    }
+    for (size_t i = 0; i < logs.size(); ++i) {
+      EventLog& log = *logs[i];
+      if (results[i].ok() && ::fdatasync(log.fd_.get()) != 0) {
+        results[i] = FileError("fsync", log.path_, errno);
+      }
+      if (!results[i].ok()) {
+        // Cut what may have reached the file, so that it ends on a whole
+        // record; a crash before this leaves a torn tail, cut on open.
+        int64_t committed;
+        {
+          absl::MutexLock lock(&log.mu_);
+          committed = log.committed_bytes_;
+        }
+        (void)::ftruncate(log.fd_.get(), committed);
+        Log(LogLevel::kError, "event log: commit failed",
+            {{"path", log.path_},
+             {"error", std::string(results[i].message())}});
+      }
+      log.Committed(pending[i], results[i]);
+    }
+  }
+}
+
+}  // namespace sdg

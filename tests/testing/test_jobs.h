@@ -1,0 +1,59 @@
+// Jobs for unit tests: a job on an in-memory store, and its events read back
+// from its log as a watcher would.
+#ifndef SDG_TESTS_TESTING_TEST_JOBS_H_
+#define SDG_TESTS_TESTING_TEST_JOBS_H_
+
+#include <memory>
+#include <vector>
+
+#include "server/jobs/job.h"
+#include "server/jobs/memory_job_store.h"
+
+namespace sdg::testing {
+
+// A job whose dataset holds `rows` rows (empty objects).
+inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
+                                        JobStore& store, Metrics& metrics) {
+  std::unique_ptr<DatasetBuilder> builder = DatasetBuilder::InMemory();
+  for (int64_t i = 0; i < rows; ++i) (void)builder->Add({});
+  std::shared_ptr<Dataset> dataset = *builder->Finish();
+  JobRecord record;
+  record.job_id = spec.job_id;
+  std::shared_ptr<EventLog> log =
+      *store.OpenJobLog(spec.job_id, [](const v1::JobEvent&) {});
+  JobTally tally(ShardPlan(rows, spec.batch_size).shard_count());
+  return std::make_shared<Job>(std::move(spec), std::move(record),
+                               std::move(dataset), std::move(log),
+                               std::move(tally), store, metrics);
+}
+
+// Every event the job's log has committed so far.
+inline std::vector<v1::JobEvent> EventsOf(const Job& job) {
+  std::vector<v1::JobEvent> events;
+  auto reader = job.log()->Read(0);
+  if (!reader.ok()) return events;
+  while (true) {
+    auto next = (*reader)->Next();
+    if (!next.ok() || !next->has_value()) break;
+    events.push_back(**std::move(next));
+  }
+  return events;
+}
+
+// A job's events as a test sees them: all so far, or all once it ended.
+class JobEvents {
+ public:
+  void Watch(std::shared_ptr<Job> job) { job_ = std::move(job); }
+  std::vector<v1::JobEvent> events() const { return EventsOf(*job_); }
+  std::vector<v1::JobEvent> AwaitClosed() const {
+    job_->AwaitFinished(absl::InfiniteFuture());
+    return EventsOf(*job_);
+  }
+
+ private:
+  std::shared_ptr<Job> job_;
+};
+
+}  // namespace sdg::testing
+
+#endif  // SDG_TESTS_TESTING_TEST_JOBS_H_
