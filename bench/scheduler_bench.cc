@@ -1,15 +1,22 @@
 // Scheduling overhead per shard: a job of many one-row shards on a runner
 // that answers at once, so what is measured is the scheduler's own work
-// (taking a shard, reporting it, emitting its event), per shard, in wall and
-// CPU time. Prints one JSON object per configuration.
+// (taking a shard, reading its row, reporting it, committing its event), per
+// shard, in wall and CPU time, with the in-memory store (--ephemeral) and the
+// durable one (SQLite and files in a temporary state_dir, fsync'd). Prints
+// one JSON object per configuration.
 #include <sys/resource.h>
 
 #include <cstdio>
 #include <memory>
 
-#include "absl/synchronization/notification.h"
+#include <stdlib.h>
+
+#include <filesystem>
+
 #include "absl/time/clock.h"
 #include "server/http/http_client.h"
+#include "server/jobs/memory_job_store.h"
+#include "server/jobs/sqlite_job_store.h"
 #include "server/scheduling/scheduler.h"
 
 namespace sdg {
@@ -18,19 +25,10 @@ namespace {
 class InstantRunner final : public ShardRunner {
  public:
   ShardOutcome Run(const JobSpec&, const ShardSpec&,
+                   std::vector<google::protobuf::Struct>,
                    CancellationToken&) override {
     return {};
   }
-};
-
-class CountingSink final : public JobSink {
- public:
-  void Emit(v1::JobEvent) override {}
-  void Close() override { closed_.Notify(); }
-  void AwaitClosed() { closed_.WaitForNotification(); }
-
- private:
-  absl::Notification closed_;
 };
 
 double CpuSeconds() {
@@ -40,8 +38,16 @@ double CpuSeconds() {
          (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
-void Measure(int workers, int64_t shards) {
+void Measure(int workers, int64_t shards, bool durable) {
   Metrics metrics;
+  std::string dir = "/tmp/sdg-scheduler-bench.XXXXXX";
+  if (::mkdtemp(dir.data()) == nullptr) std::abort();
+  std::unique_ptr<JobStore> store;
+  if (durable) {
+    store = *SqliteJobStore::Open(dir);
+  } else {
+    store = std::make_unique<MemoryJobStore>();
+  }
   auto timers = *HttpClient::Create({});  // the event loop sdgd uses
   InstantRunner runner;
   Scheduler::Options options;
@@ -50,29 +56,41 @@ void Measure(int workers, int64_t shards) {
 
   JobSpec spec;
   spec.job_id = "bench";
-  spec.rows.resize(shards);
   spec.batch_size = 1;
   spec.num_workers = workers;
-  auto sink = std::make_shared<CountingSink>();
-  auto job = std::make_shared<Job>(std::move(spec), sink, metrics);
+  std::unique_ptr<DatasetBuilder> rows = *store->NewJobDataset(spec.job_id);
+  google::protobuf::Struct row;
+  (*row.mutable_fields())["question"].set_string_value("why is the sky blue?");
+  for (int64_t i = 0; i < shards; ++i) (void)rows->Add(row);
+  JobRecord record;
+  record.job_id = spec.job_id;
+  if (!store->AddJob(record).ok()) std::abort();
+  auto log = *store->OpenJobLog(spec.job_id, [](const v1::JobEvent&) {});
+  auto job = std::make_shared<Job>(std::move(spec), std::move(record),
+                                   *rows->Finish(), log, JobTally(shards),
+                                   *store, metrics);
 
   double cpu_start = CpuSeconds();
   absl::Time start = absl::Now();
   if (!scheduler.Submit(job).ok()) std::abort();
-  sink->AwaitClosed();
+  job->AwaitFinished(absl::InfiniteFuture());
   double wall = absl::ToDoubleSeconds(absl::Now() - start);
   double cpu = CpuSeconds() - cpu_start;
   std::printf(
-      "{\"bench\":\"scheduler\",\"workers\":%d,\"shards\":%lld,"
-      "\"wall_us_per_shard\":%.2f,\"cpu_us_per_shard\":%.2f}\n",
-      workers, static_cast<long long>(shards), wall * 1e6 / shards,
-      cpu * 1e6 / shards);
+      "{\"bench\":\"scheduler\",\"store\":\"%s\",\"workers\":%d,"
+      "\"shards\":%lld,\"wall_us_per_shard\":%.2f,"
+      "\"cpu_us_per_shard\":%.2f}\n",
+      durable ? "durable" : "ephemeral", workers,
+      static_cast<long long>(shards), wall * 1e6 / shards, cpu * 1e6 / shards);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
 }  // namespace sdg
 
 int main() {
-  for (int workers : {1, 4, 64}) sdg::Measure(workers, 200000);
+  for (bool durable : {false, true}) {
+    for (int workers : {1, 4, 64}) sdg::Measure(workers, 200000, durable);
+  }
   return 0;
 }
