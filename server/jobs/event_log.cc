@@ -110,7 +110,9 @@ absl::StatusOr<std::shared_ptr<EventLog>> EventLog::OpenFile(
   uint64_t sequence = 0;
   if (size < static_cast<off_t>(kMagicSize)) {
     // New, or torn before its first record: start it again.
-    if (::ftruncate(fd.get(), 0) != 0) return FileError("truncate", path, errno);
+    if (size > 0 && ::ftruncate(fd.get(), 0) != 0) {
+      return FileError("truncate", path, errno);
+    }
     if (absl::Status s = WriteAll(fd.get(), kMagic, path); !s.ok()) return s;
   } else {
     char magic[kMagicSize];

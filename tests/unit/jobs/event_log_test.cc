@@ -1,0 +1,211 @@
+// The event log on its own: what a reader sees is what was committed, in
+// order; a reopened file gives back every whole record and cuts a torn tail;
+// a file that cannot be written says so and names it.
+#include "server/jobs/event_log.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/subprocess.h"
+
+namespace sdg {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::JobEvent ResultOfShard(int64_t shard) {
+  v1::JobEvent event;
+  event.set_job_id("j");
+  event.mutable_shard_result()->set_shard_index(shard);
+  v1::ResultRow* row = event.mutable_shard_result()->add_rows();
+  row->set_row_index(shard);
+  (*row->mutable_columns()->mutable_fields())["output"].set_string_value(
+      "text of shard " + std::to_string(shard));
+  return event;
+}
+
+// Every event a new reader gets after `after`, and how the log ends for it.
+std::vector<uint64_t> SequencesAfter(EventLog& log, uint64_t after) {
+  std::vector<uint64_t> sequences;
+  auto reader = log.Read(after);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  while (true) {
+    auto next = (*reader)->Next();
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (!next.ok() || !next->has_value()) break;
+    sequences.push_back((*next)->sequence());
+  }
+  return sequences;
+}
+
+std::vector<int64_t> ReplayShards(const std::string& path,
+                                  LogCommitter& committer,
+                                  std::shared_ptr<EventLog>* out = nullptr) {
+  std::vector<int64_t> shards;
+  auto log = EventLog::OpenFile(path, committer, [&](const v1::JobEvent& e) {
+    shards.push_back(e.shard_result().shard_index());
+  });
+  EXPECT_TRUE(log.ok()) << log.status();
+  if (out != nullptr && log.ok()) *out = *log;
+  return shards;
+}
+
+class EventLogTest : public ::testing::Test {
+ protected:
+  std::string path_ = testing::MakeTempDir() + "/events.log";
+};
+
+TEST_F(EventLogTest, MemoryLogNumbersEventsAndReadsThemInOrder) {
+  auto log = EventLog::InMemory();
+  for (int i = 0; i < 3; ++i) {
+    v1::JobEvent event = ResultOfShard(i);
+    EXPECT_EQ(log->Append(event), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(event.sequence(), static_cast<uint64_t>(i + 1));
+  }
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3));
+  EXPECT_THAT(SequencesAfter(*log, 2), ElementsAre(3));
+  EXPECT_THAT(SequencesAfter(*log, 3), ElementsAre());
+}
+
+TEST_F(EventLogTest, ReaderEndsOnlyOnceTheEndIsCommittedAndRead) {
+  auto log = EventLog::InMemory();
+  v1::JobEvent event = ResultOfShard(0);
+  log->Append(event);
+  auto reader = *log->Read(0);
+  EXPECT_EQ(reader->End(), std::nullopt);  // more may come
+  log->End(absl::OkStatus());
+  EXPECT_EQ(reader->End(), std::nullopt);  // one event still to read
+  ASSERT_TRUE((*reader->Next()).has_value());
+  EXPECT_EQ(reader->End(), absl::OkStatus());
+}
+
+TEST_F(EventLogTest, NotifyAfterRunsOnTheNextCommitNotBefore) {
+  auto log = EventLog::InMemory();
+  int calls = 0;
+  EXPECT_TRUE(log->NotifyAfter(0, [&] { ++calls; }));
+  EXPECT_EQ(calls, 0);
+  v1::JobEvent event = ResultOfShard(0);
+  log->Append(event);
+  EXPECT_EQ(calls, 1);
+  // Already committed after 0: nothing to wait for.
+  EXPECT_FALSE(log->NotifyAfter(0, [&] { ++calls; }));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(EventLogTest, FileLogIsReadBackOnlyOnceCommitted) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log;
+  EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre());
+  for (int i = 0; i < 50; ++i) {
+    v1::JobEvent event = ResultOfShard(i);
+    log->Append(event);
+  }
+  log->AwaitCommitted();
+  EXPECT_EQ(log->last_sequence(), 50u);
+  EXPECT_EQ(SequencesAfter(*log, 45).size(), 5u);
+  // Group commit: 50 appends in far fewer rounds is likely but not certain
+  // on a loaded machine, so only the upper bound is asserted.
+  EXPECT_LE(committer.rounds(), 50);
+  log.reset();
+
+  std::vector<int64_t> replayed = ReplayShards(path_, committer, &log);
+  ASSERT_EQ(replayed.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(replayed[i], i);
+  // Appends go on after the last sequence.
+  v1::JobEvent event = ResultOfShard(50);
+  EXPECT_EQ(log->Append(event), 51u);
+}
+
+TEST_F(EventLogTest, TornTailIsCutAndNotParsed) {
+  LogCommitter committer;
+  {
+    std::shared_ptr<EventLog> log;
+    ReplayShards(path_, committer, &log);
+    for (int i = 0; i < 3; ++i) {
+      v1::JobEvent event = ResultOfShard(i);
+      log->Append(event);
+    }
+    log->AwaitCommitted();
+  }
+  const auto whole = std::filesystem::file_size(path_);
+  {
+    // A crash mid-write: the first 20 bytes of a fourth record.
+    v1::JobEvent event = ResultOfShard(3);
+    event.set_sequence(4);
+    std::string payload = event.SerializeAsString();
+    std::string partial(16, '\x01');
+    partial += payload.substr(0, 4);
+    std::ofstream(path_, std::ios::app | std::ios::binary) << partial;
+  }
+  EXPECT_EQ(std::filesystem::file_size(path_), whole + 20);
+  std::shared_ptr<EventLog> log;
+  EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre(0, 1, 2));
+  EXPECT_EQ(std::filesystem::file_size(path_), whole);
+  v1::JobEvent event = ResultOfShard(3);
+  EXPECT_EQ(log->Append(event), 4u);
+  log->AwaitCommitted();
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4));
+}
+
+TEST_F(EventLogTest, FlippedByteEndsTheLogThere) {
+  LogCommitter committer;
+  {
+    std::shared_ptr<EventLog> log;
+    ReplayShards(path_, committer, &log);
+    for (int i = 0; i < 3; ++i) {
+      v1::JobEvent event = ResultOfShard(i);
+      log->Append(event);
+    }
+    log->AwaitCommitted();
+  }
+  // Damage the last record's payload: its CRC no longer matches.
+  const auto size = std::filesystem::file_size(path_);
+  {
+    std::fstream file(path_, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(size) - 2);
+    file.put('\xff');
+  }
+  EXPECT_THAT(ReplayShards(path_, committer), ElementsAre(0, 1));
+}
+
+TEST_F(EventLogTest, FinishedLogIsReadToItsEnd) {
+  LogCommitter committer;
+  {
+    std::shared_ptr<EventLog> log;
+    ReplayShards(path_, committer, &log);
+    for (int i = 0; i < 4; ++i) {
+      v1::JobEvent event = ResultOfShard(i);
+      log->Append(event);
+    }
+    log->End(absl::OkStatus());
+    log->AwaitCommitted();
+  }
+  auto finished = EventLog::OpenFinished(path_);
+  auto reader = *finished->Read(1);
+  int read = 0;
+  while ((*reader->Next()).has_value()) ++read;
+  EXPECT_EQ(read, 3);
+  EXPECT_EQ(reader->End(), absl::OkStatus());
+  EXPECT_EQ(finished->last_sequence(), 4u);
+}
+
+TEST_F(EventLogTest, UnwritableFileIsResourceExhaustedNamingIt) {
+  // /dev/full takes the open and refuses every write: a full disk.
+  LogCommitter committer;
+  auto log = EventLog::OpenFile("/dev/full", committer,
+                                [](const v1::JobEvent&) {});
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(log.status().message(), HasSubstr("/dev/full"));
+}
+
+}  // namespace
+}  // namespace sdg

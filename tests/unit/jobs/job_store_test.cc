@@ -1,0 +1,138 @@
+// The SQLite store without a server: records survive reopening, uploads and
+// job datasets live in their own directories, one server per state_dir.
+#include "server/jobs/sqlite_job_store.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/testing/subprocess.h"
+
+namespace sdg {
+namespace {
+
+using ::testing::HasSubstr;
+
+class SqliteJobStoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<SqliteJobStore> Open() {
+    auto store = SqliteJobStore::Open(dir_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+  static JobRecord Record(const std::string& id) {
+    JobRecord record;
+    record.job_id = id;
+    record.request.set_job_id(id);
+    record.request.mutable_block()->set_model("m");
+    record.request_digest = "digest-" + id;
+    record.create_time = absl::FromUnixSeconds(1700000000);
+    return record;
+  }
+
+  std::string dir_ = testing::MakeTempDir() + "/state";
+};
+
+TEST_F(SqliteJobStoreTest, RecordsSurviveReopeningInCreationOrder) {
+  {
+    auto store = Open();
+    ASSERT_TRUE(store->AddJob(Record("b")).ok());
+    ASSERT_TRUE(store->AddJob(Record("a")).ok());
+    JobRecord done = Record("a");
+    done.state = v1::JOB_STATE_SUCCEEDED;
+    done.finished.set_rows_succeeded(7);
+    done.resumed = 2;
+    done.end_time = absl::FromUnixSeconds(1700000100);
+    ASSERT_TRUE(store->UpdateJob(done).ok());
+    EXPECT_EQ(store->AddJob(Record("a")).code(),
+              absl::StatusCode::kAlreadyExists);
+  }
+  auto store = Open();
+  auto records = store->LoadJobs();
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 2u);
+  EXPECT_EQ((*records)[0].job_id, "b");
+  EXPECT_EQ((*records)[0].state, v1::JOB_STATE_QUEUED);
+  const JobRecord& a = (*records)[1];
+  EXPECT_EQ(a.state, v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(a.finished.rows_succeeded(), 7);
+  EXPECT_EQ(a.resumed, 2);
+  EXPECT_EQ(a.request.block().model(), "m");
+  EXPECT_EQ(a.request_digest, "digest-a");
+  EXPECT_EQ(a.create_time, absl::FromUnixSeconds(1700000000));
+  EXPECT_EQ(a.end_time, absl::FromUnixSeconds(1700000100));
+  EXPECT_EQ(a.start_time, absl::InfinitePast());
+}
+
+TEST_F(SqliteJobStoreTest, AnUploadGivesJobsTheirOwnCopy) {
+  auto store = Open();
+  auto upload = store->NewUpload("ds");
+  ASSERT_TRUE(upload.ok());
+  google::protobuf::Struct row;
+  (*row.mutable_fields())["q"].set_string_value("why?");
+  ASSERT_TRUE((*upload)->Add(row).ok());
+  ASSERT_TRUE((*upload)->Finish().ok());
+  StoredDataset stored;
+  stored.dataset.set_dataset_id("ds");
+  stored.dataset.set_rows(1);
+  stored.info = (*upload)->info();
+  ASSERT_TRUE(store->SaveUpload(stored).ok());
+  auto found = store->FindUpload("ds");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->info.FirstRowMissing("q"), std::nullopt);
+  EXPECT_EQ(store->FindUpload("nope").status().code(),
+            absl::StatusCode::kNotFound);
+
+  auto dataset = store->UseUploadedDataset("ds", "job");
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  store->DiscardUpload("ds");  // the job keeps its rows
+  auto rows = store->OpenJobDataset("job");
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*(*rows)->ReadRows(0, 1))[0].fields().at("q").string_value(),
+            "why?");
+  ASSERT_TRUE(store->AddJob(Record("job")).ok());
+  ASSERT_TRUE(store->RemoveJob("job").ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/jobs/job"));
+  EXPECT_TRUE(store->LoadJobs()->empty());
+}
+
+TEST_F(SqliteJobStoreTest, OneServerPerStateDir) {
+  auto first = Open();
+  auto second = SqliteJobStore::Open(dir_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr("in use by another sdgd"));
+  first.reset();
+  EXPECT_TRUE(SqliteJobStore::Open(dir_).ok());
+}
+
+TEST_F(SqliteJobStoreTest, StateDirThatCannotBeMadeIsNamed) {
+  // A regular file where the directory should be: no privilege can fix it,
+  // so the test holds when run as root too.
+  std::string file = testing::MakeTempDir() + "/file";
+  std::ofstream(file) << "x";
+  auto store = SqliteJobStore::Open(file + "/state");
+  ASSERT_FALSE(store.ok());
+  EXPECT_THAT(store.status().message(), HasSubstr(file));
+}
+
+TEST(RequestDigestTest, SameRequestSameDigestDetachAside) {
+  v1::GenerateJobRequest request;
+  request.set_job_id("x");
+  auto* row = request.add_rows()->mutable_fields();
+  for (const char* key : {"a", "b", "c", "d", "e", "f"}) {
+    (*row)[key].set_string_value(key);
+  }
+  const std::string digest = RequestDigest(request);
+  EXPECT_EQ(digest.size(), 64u);
+  v1::GenerateJobRequest detached = request;
+  detached.set_detach(true);
+  EXPECT_EQ(RequestDigest(detached), digest);
+  request.mutable_block()->set_max_tokens(1);
+  EXPECT_NE(RequestDigest(request), digest);
+}
+
+}  // namespace
+}  // namespace sdg
