@@ -12,6 +12,8 @@
 #include "client/grpc_status.h"
 #include "client/ordered_output.h"
 #include "client/row_json.h"
+#include "client/upload.h"
+#include "absl/random/random.h"
 #include "google/protobuf/util/json_util.h"
 #include "sdg/v1/block_defaults.h"
 
@@ -19,11 +21,17 @@ namespace sdg {
 namespace {
 
 // Progress on stderr: rewritten in place on a terminal, a line at a time
-// (at most every few seconds) otherwise.
+// (at most every few seconds) otherwise. Rates come from the server's
+// progress events (they survive a reconnect); counts from the results.
 class ProgressPrinter {
  public:
   explicit ProgressPrinter(std::ostream& out)
       : out_(out), tty_(isatty(STDERR_FILENO) == 1) {}
+
+  void SetRates(const v1::JobProgress& progress) {
+    rows_per_second_ = progress.rows_per_second();
+    tokens_per_second_ = progress.tokens_per_second();
+  }
 
   void Update(int64_t done, int64_t failed, int64_t total, bool force) {
     absl::Time now = absl::Now();
@@ -33,10 +41,15 @@ class ProgressPrinter {
     last_ = now;
     printed_done_ = done;
     printed_failed_ = failed;
-    double seconds = absl::ToDoubleSeconds(now - start_);
     std::string line = absl::StrFormat(
-        "progress: %d/%d rows done, %d failed, %.1f rows/s", done, total,
-        failed, seconds > 0 ? done / seconds : 0.0);
+        "progress: %d/%d rows done, %d failed, %.1f rows/s, %.0f tokens/s",
+        done, total, failed, rows_per_second_, tokens_per_second_);
+    const int64_t left = total - done - failed;
+    if (left > 0 && rows_per_second_ > 0) {
+      absl::StrAppend(&line, ", ETA ",
+                      absl::FormatDuration(absl::Seconds(static_cast<int64_t>(
+                          left / rows_per_second_ + 0.5))));
+    }
     if (tty_) {
       out_ << '\r' << line << "\x1b[K" << std::flush;
       pending_newline_ = true;
@@ -44,19 +57,30 @@ class ProgressPrinter {
       out_ << line << '\n' << std::flush;
     }
   }
-  ~ProgressPrinter() {
+  // Before another line is printed under the progress line.
+  void BreakLine() {
     if (pending_newline_) out_ << '\n';
+    pending_newline_ = false;
   }
+  ~ProgressPrinter() { BreakLine(); }
 
  private:
   std::ostream& out_;
   const bool tty_;
   bool pending_newline_ = false;
-  absl::Time start_ = absl::Now();
+  double rows_per_second_ = 0;
+  double tokens_per_second_ = 0;
   absl::Time last_ = absl::InfinitePast();
   int64_t printed_done_ = -1;
   int64_t printed_failed_ = -1;
 };
+
+// A job id made by sdgctl, so that creating the job again after a lost
+// answer attaches to it instead of making a second one.
+std::string ClientJobId() {
+  absl::BitGen bits;
+  return absl::StrFormat("sdgctl-%016x", absl::Uniform<uint64_t>(bits));
+}
 
 }  // namespace
 
@@ -77,10 +101,13 @@ absl::StatusOr<v1::Block> LoadBlockFile(const std::string& path) {
 
 namespace {
 
+}  // namespace
+
 v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
-                                    const std::vector<JsonRow>& inputs) {
+                                    const std::string& dataset_id) {
   v1::GenerateJobRequest request;
   request.set_job_id(options.job_id);
+  request.set_dataset_id(dataset_id);
   *request.mutable_block() = options.block;
   request.set_batch_size(options.batch_size);
   request.set_num_workers(options.num_workers);
@@ -93,10 +120,38 @@ v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
     request.mutable_timeout()->set_nanos(
         static_cast<int32_t>(absl::ToInt64Nanoseconds(rest)));
   }
-  request.mutable_rows()->Reserve(static_cast<int>(inputs.size()));
-  for (const JsonRow& row : inputs) *request.add_rows() = JsonToStruct(row);
   return request;
 }
+
+absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
+                                  const GenerateOptions& options) {
+  auto stub = v1::GenerationService::NewStub(
+      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+  absl::StatusOr<v1::Dataset> dataset;
+  grpc::Status uploaded = CallWithReconnect(
+      channel, options.follow, [&](grpc::ClientContext&) {
+        dataset = UploadDatasetFile(*stub, options.input_path, "");
+        return dataset.ok() ? grpc::Status::OK
+                            : grpc::Status(static_cast<grpc::StatusCode>(
+                                               dataset.status().code()),
+                                           std::string(
+                                               dataset.status().message()));
+      });
+  if (!uploaded.ok()) return FromGrpcStatus(uploaded);
+  GenerateOptions with_id = options;
+  if (with_id.job_id.empty()) with_id.job_id = ClientJobId();
+  const v1::GenerateJobRequest request =
+      BuildRequest(with_id, dataset->dataset_id());
+  v1::Job job;
+  grpc::Status created = CallWithReconnect(
+      channel, options.follow, [&](grpc::ClientContext& context) {
+        return stub->CreateJob(&context, request, &job);
+      });
+  if (!created.ok()) return FromGrpcStatus(created);
+  return job;
+}
+
+namespace {
 
 // The output and errors files. They are opened once the job exists
 // (`started`, or `finished` for a job cancelled while queued), so that a
@@ -167,11 +222,6 @@ absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
   summary.job_id = event.job_id();
   switch (event.event_case()) {
     case v1::JobEvent::kStarted:
-      if (!files.Open()) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("cannot write ", files.output_path(), " or ",
-                         summary.errors_path, "; the job was cancelled"));
-      }
       break;
     case v1::JobEvent::kShardResult:
       if (files.is_open()) files.ordered()->AddResult(event.shard_result());
@@ -188,6 +238,8 @@ absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
       files.Open();
       break;
     case v1::JobEvent::kProgress:
+      progress.SetRates(event.progress());
+      break;
     case v1::JobEvent::EVENT_NOT_SET:
       break;
   }
@@ -202,52 +254,94 @@ std::string MissingRowsReason(const GenerateSummary& summary) {
                         summary.finished.reason().empty() ? "" : ": ",
                         summary.finished.reason());
   }
-  return absl::StrCat("not generated: the call ended with ",
+  return absl::StrCat("not generated: following the job ended with ",
                       summary.call_status.error_message());
 }
 
 }  // namespace
 
 absl::StatusOr<GenerateSummary> RunGenerate(
-    v1::GenerationService::StubInterface& stub, grpc::ClientContext& context,
-    const GenerateOptions& options, std::ostream& progress_out) {
+    grpc::Channel& channel, const GenerateOptions& options,
+    std::ostream& progress_out, CallStopper& stopper,
+    absl::FunctionRef<void(const std::string& job_id)> on_created) {
   absl::StatusOr<std::vector<JsonRow>> inputs =
       ReadJsonlRows(options.input_path);
   if (!inputs.ok()) return inputs.status();
-  const v1::GenerateJobRequest request = BuildRequest(options, *inputs);
+  absl::StatusOr<v1::Job> job = SubmitJob(channel, options);
+  if (!job.ok()) return job.status();
+  on_created(job->job_id());
 
   GenerateSummary summary;
+  summary.job_id = job->job_id();
   summary.total_rows = static_cast<int64_t>(inputs->size());
   summary.errors_path = options.errors_path.empty()
                             ? options.output_path + ".errors.jsonl"
                             : options.errors_path;
   ResultFiles files(options, summary.errors_path, *inputs);
+  if (!files.Open()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write ", options.output_path, " or ",
+                     summary.errors_path, "; the job ", job->job_id(),
+                     " runs on: sdgctl output ", job->job_id()));
+  }
   ProgressPrinter progress(progress_out);
   Tally tally;
-
-  std::unique_ptr<grpc::ClientReaderInterface<v1::JobEvent>> reader =
-      stub.GenerateJob(&context, request);
-  v1::JobEvent event;
-  while (reader->Read(&event)) {
-    if (absl::Status applied =
-            ApplyEvent(event, files, tally, summary, progress);
-        !applied.ok()) {
-      context.TryCancel();
-      return applied;
-    }
-  }
-  summary.call_status = reader->Finish();
-  if (!files.is_open()) {
-    // The job never started: the server rejected it.
-    if (!summary.call_status.ok()) return FromGrpcStatus(summary.call_status);
-    return absl::InternalError("the stream ended before the job started");
-  }
+  absl::StatusOr<FollowResult> followed = FollowJob(
+      channel, job->job_id(), 0, options.follow,
+      [&](const v1::JobEvent& event) {
+        return ApplyEvent(event, files, tally, summary, progress);
+      },
+      progress_out, &stopper);
+  if (!followed.ok()) return followed.status();
+  summary.call_status = followed->status;
+  summary.reconnects = followed->reconnects;
   progress.Update(tally.done, tally.failed, summary.total_rows, true);
+  progress.BreakLine();
   if (absl::Status closed = files.Close(MissingRowsReason(summary), summary);
       !closed.ok()) {
     return closed;
   }
   return summary;
+}
+
+absl::StatusOr<FollowResult> WatchWithProgress(grpc::Channel& channel,
+                                               const std::string& job_id,
+                                               const FollowOptions& options,
+                                               std::ostream& progress_out,
+                                               CallStopper& stopper) {
+  ProgressPrinter progress(progress_out);
+  int64_t total = 0;
+  Tally tally;
+  return FollowJob(
+      channel, job_id, 0, options,
+      [&](const v1::JobEvent& event) {
+        switch (event.event_case()) {
+          case v1::JobEvent::kStarted:
+            total = event.started().total_rows();
+            break;
+          case v1::JobEvent::kShardResult: {
+            // Rows, not samples: count distinct row indexes.
+            int64_t last = -1;
+            for (const v1::ResultRow& row : event.shard_result().rows()) {
+              if (row.row_index() != last) ++tally.done;
+              last = row.row_index();
+            }
+            break;
+          }
+          case v1::JobEvent::kShardError:
+            tally.failed += event.shard_error().row_count();
+            break;
+          case v1::JobEvent::kProgress:
+            progress.SetRates(event.progress());
+            break;
+          default:
+            break;
+        }
+        progress.Update(tally.done, tally.failed, total,
+                        event.has_finished());
+        return absl::OkStatus();
+      },
+      progress_out, &stopper);
 }
 
 std::string FormatSummary(const GenerateSummary& summary,

@@ -1,5 +1,6 @@
-// `sdgctl generate`: reads a JSON-lines dataset, runs it as one GenerateJob,
-// and writes the results in input order, failed rows to an errors file.
+// `sdgctl generate`: uploads a JSON-lines dataset, creates a job for it and
+// follows the job's events (across restarts of sdgd), writing the results in
+// input order and failed rows to an errors file.
 #ifndef SDG_CLIENT_GENERATE_H_
 #define SDG_CLIENT_GENERATE_H_
 
@@ -7,11 +8,14 @@
 
 #include <cstdint>
 #include <optional>
+
+#include "absl/functional/function_ref.h"
 #include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/job_follow.h"
 #include "sdg/v1/generation.grpc.pb.h"
 
 namespace sdg {
@@ -27,12 +31,14 @@ struct GenerateOptions {
   int num_workers = 0;
   bool fail_fast = false;
   std::optional<absl::Duration> timeout;
+  FollowOptions follow;
 };
 
 struct GenerateSummary {
   std::string job_id;
-  v1::JobFinished finished;  // state UNSPECIFIED if the call ended without it
+  v1::JobFinished finished;  // state UNSPECIFIED if following ended without it
   grpc::Status call_status;
+  int reconnects = 0;
   int64_t total_rows = 0;
   int64_t lines_written = 0;
   int64_t rows_failed = 0;  // rows written to the errors file
@@ -48,14 +54,32 @@ struct GenerateSummary {
 // lowerCamelCase), e.g. {"model": "m", "prompt_template": "Q: {{question}}"}.
 absl::StatusOr<v1::Block> LoadBlockFile(const std::string& path);
 
-// Fails before sending anything if the input file is unreadable or not JSON
+// The request `generate` and `submit` send for `dataset_id`.
+v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
+                                    const std::string& dataset_id);
+
+// Uploads the input and creates the job (again, with the same job_id, if
+// sdgd restarts meanwhile). Returns the job as created.
+absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
+                                  const GenerateOptions& options);
+
+// Fails before the job exists if the input file is unreadable or not JSON
 // lines, and when the server rejects the job (its status, e.g.
 // INVALID_ARGUMENT). Otherwise returns what happened, including a job that
-// failed or was cancelled (`context.TryCancel()` from another thread cancels
-// it). Progress lines go to `progress`.
+// failed or was cancelled. `on_created` runs once the job exists (so that
+// Ctrl-C can cancel it); `stopper` stops following. Progress goes to
+// `progress`.
 absl::StatusOr<GenerateSummary> RunGenerate(
-    v1::GenerationService::StubInterface& stub, grpc::ClientContext& context,
-    const GenerateOptions& options, std::ostream& progress);
+    grpc::Channel& channel, const GenerateOptions& options,
+    std::ostream& progress, CallStopper& stopper,
+    absl::FunctionRef<void(const std::string& job_id)> on_created);
+
+// Follows a job to its end with the progress line (`sdgctl watch`).
+absl::StatusOr<FollowResult> WatchWithProgress(grpc::Channel& channel,
+                                               const std::string& job_id,
+                                               const FollowOptions& options,
+                                               std::ostream& progress,
+                                               CallStopper& stopper);
 
 // One line: "job ID SUCCEEDED: 100/100 rows -> out.jsonl (100 lines), ...".
 std::string FormatSummary(const GenerateSummary& summary,

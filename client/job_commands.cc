@@ -4,7 +4,13 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "client/grpc_status.h"
+#include "client/ordered_output.h"
+#include "sdg/v1/block_defaults.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace sdg {
@@ -34,21 +40,36 @@ void PrintJob(const v1::Job& job, std::ostream& out) {
 }  // namespace
 
 absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
-                             std::ostream& out) {
-  grpc::ClientContext context;
-  SetDeadline(context);
-  v1::ListJobsResponse response;
-  grpc::Status status =
-      stub.ListJobs(&context, v1::ListJobsRequest(), &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  out << absl::StrFormat("%-20s %-10s %10s %10s %10s  %s\n", "JOB_ID", "STATE",
-                         "ROWS", "SUCCEEDED", "FAILED", "BLOCK");
-  for (const v1::Job& job : response.jobs()) {
-    out << absl::StrFormat("%-20s %-10s %10d %10d %10d  %s\n", job.job_id(),
-                           StateName(job.state()), job.total_rows(),
-                           job.rows_succeeded(), job.rows_failed(),
-                           job.block_name());
+                             const std::string& state, std::ostream& out) {
+  v1::ListJobsRequest request;
+  if (!state.empty()) {
+    v1::JobState parsed;
+    if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(state),
+                            &parsed)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--state must be queued, running, succeeded, failed, cancelled or "
+          "suspended, got \"", state, "\""));
+    }
+    request.set_state(parsed);
   }
+  out << absl::StrFormat("%-24s %-10s %10s %10s %10s %7s  %s\n", "JOB_ID",
+                         "STATE", "ROWS", "SUCCEEDED", "FAILED", "RESUMED",
+                         "BLOCK");
+  do {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::ListJobsResponse response;
+    grpc::Status status = stub.ListJobs(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (const v1::Job& job : response.jobs()) {
+      out << absl::StrFormat("%-24s %-10s %10d %10d %10d %7d  %s\n",
+                             job.job_id(), StateName(job.state()),
+                             job.total_rows(), job.rows_succeeded(),
+                             job.rows_failed(), job.resumed(),
+                             job.block_name());
+    }
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
   return absl::OkStatus();
 }
 
@@ -75,6 +96,84 @@ absl::Status CancelJobCommand(v1::GenerationService::StubInterface& stub,
   grpc::Status status = stub.CancelJob(&context, request, &job);
   if (!status.ok()) return FromGrpcStatus(status);
   PrintJob(job, out);
+  return absl::OkStatus();
+}
+
+}  // namespace sdg
+
+namespace sdg {
+
+absl::Status DeleteJobCommand(v1::GenerationService::StubInterface& stub,
+                              const std::string& job_id, std::ostream& out) {
+  grpc::ClientContext context;
+  SetDeadline(context);
+  v1::DeleteJobRequest request;
+  request.set_job_id(job_id);
+  google::protobuf::Empty empty;
+  grpc::Status status = stub.DeleteJob(&context, request, &empty);
+  if (!status.ok()) return FromGrpcStatus(status);
+  out << "deleted job " << job_id << "\n";
+  return absl::OkStatus();
+}
+
+absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
+                           const std::string& output_path,
+                           const std::string& errors_path,
+                           const FollowOptions& follow, std::ostream& log) {
+  auto stub = v1::GenerationService::NewStub(
+      std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
+  v1::Job job;
+  {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::GetJobRequest request;
+    request.set_job_id(job_id);
+    grpc::Status status = stub->GetJob(&context, request, &job);
+    if (!status.ok()) return FromGrpcStatus(status);
+  }
+  std::ofstream output(output_path, std::ios::trunc);
+  std::ofstream errors(errors_path, std::ios::trunc);
+  if (!output || !errors) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot write ", output_path, " or ", errors_path));
+  }
+  OrderedOutput ordered(job.total_rows(), v1::OutputColumnOf(job.block()),
+                        v1::SamplesPerRowOf(job.block()), output, errors);
+  absl::StatusOr<FollowResult> followed = FollowJob(
+      channel, job_id, 0, follow,
+      [&](const v1::JobEvent& event) {
+        if (event.has_shard_result()) ordered.AddResult(event.shard_result());
+        if (event.has_shard_error()) ordered.AddError(event.shard_error());
+        return absl::OkStatus();
+      },
+      log);
+  if (!followed.ok()) return followed.status();
+  std::string reason =
+      followed->finished.has_value()
+          ? absl::StrCat("not generated: job ended ",
+                         StateName(followed->finished->state()))
+          : absl::StrCat("not generated: ",
+                         followed->status.error_message());
+  ordered.FinishMissing(reason);
+  output.close();
+  errors.close();
+  if (!output || !errors) {
+    return absl::DataLossError(
+        absl::StrCat("error writing ", output_path, " or ", errors_path));
+  }
+  log << absl::StrFormat("job %s %s: %d lines -> %s, %d failed rows -> %s\n",
+                         job_id,
+                         followed->finished.has_value()
+                             ? StateName(followed->finished->state())
+                             : "(unfinished)",
+                         ordered.lines_written(), output_path,
+                         ordered.rows_failed(), errors_path);
+  if (!followed->finished.has_value()) return FromGrpcStatus(followed->status);
+  if (ordered.rows_failed() > 0) {
+    return absl::AbortedError(absl::StrCat(ordered.rows_failed(),
+                                           " rows were not generated; see ",
+                                           errors_path));
+  }
   return absl::OkStatus();
 }
 

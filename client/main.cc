@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
+#include <functional>
+#include <sstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -16,6 +18,7 @@
 #include "base/signal_watcher.h"
 #include "client/generate.h"
 #include "client/job_commands.h"
+#include "client/job_follow.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "sdgd address, HOST:PORT");
 ABSL_FLAG(std::string, input, "", "generate: input dataset, JSON lines");
@@ -47,6 +50,15 @@ ABSL_FLAG(bool, fail_fast, false,
           "generate: cancel the job at its first failed shard");
 ABSL_FLAG(std::optional<absl::Duration>, timeout, std::nullopt,
           "generate: limit on the job's run time, e.g. 30m");
+ABSL_FLAG(bool, detach, false,
+          "generate: Ctrl-C leaves the job running (and says how to watch "
+          "it) instead of cancelling it");
+ABSL_FLAG(absl::Duration, reconnect_for, absl::Minutes(10),
+          "generate, watch, output: keep reconnecting to a restarting sdgd "
+          "this long");
+ABSL_FLAG(std::string, o, "", "output: the output file (as --output)");
+ABSL_FLAG(std::string, state, "",
+          "jobs: only jobs in this state (running, succeeded...)");
 
 namespace {
 
@@ -56,9 +68,16 @@ constexpr char kUsage[] =
     "(--template TEXT | --block BLOCK.json) [--model M] [--backend NAME]\n"
     "           [--api completions|chat] [--batch_size N] [--num_workers N] "
     "[--max_tokens N] [--temperature T] [--seed S] [--n N] [--fail_fast]\n"
-    "  jobs                 list running and recent jobs\n"
+    "           [--detach]: the job survives sdgd restarts and lost "
+    "connections; generate reconnects and continues.\n"
+    "  submit (generate's flags, no --output)  create the job, print its id\n"
+    "  watch JOB_ID         follow a job to its end, with progress\n"
+    "  output JOB_ID -o OUT.jsonl [--errors ERR.jsonl]  its results, in "
+    "row order\n"
+    "  jobs [--state S]     list running and recent jobs\n"
     "  get JOB_ID           show one job\n"
-    "  cancel JOB_ID        cancel a job\n"
+    "  cancel JOB_ID        cancel a job (its results so far are kept)\n"
+    "  delete JOB_ID        remove a finished job and its results\n"
     "Every command takes --server HOST:PORT (default 127.0.0.1:50051).";
 
 int Fail(const absl::Status& status) {
@@ -67,13 +86,25 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
-absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags() {
+sdg::FollowOptions FollowOptionsFromFlags() {
+  sdg::FollowOptions follow;
+  follow.reconnect_for = absl::GetFlag(FLAGS_reconnect_for);
+  return follow;
+}
+
+// `generate` needs an output file, `submit` does not.
+absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags(
+    bool needs_output) {
   sdg::GenerateOptions options;
   options.input_path = absl::GetFlag(FLAGS_input);
   options.output_path = absl::GetFlag(FLAGS_output);
   options.errors_path = absl::GetFlag(FLAGS_errors);
-  if (options.input_path.empty() || options.output_path.empty()) {
-    return absl::InvalidArgumentError("generate needs --input and --output");
+  options.follow = FollowOptionsFromFlags();
+  if (options.input_path.empty() ||
+      (needs_output && options.output_path.empty())) {
+    return absl::InvalidArgumentError(needs_output
+                                          ? "generate needs --input and --output"
+                                          : "submit needs --input");
   }
   if (!absl::GetFlag(FLAGS_block).empty()) {
     absl::StatusOr<sdg::v1::Block> block =
@@ -123,39 +154,108 @@ absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags() {
   return options;
 }
 
-// The generate call in progress, which Ctrl-C cancels (and with it the job on
-// the server). Without one, Ctrl-C exits at once.
+// What Ctrl-C does: the first runs the action set (cancel the job, or leave
+// it running), a second one (or one with no action) exits at once.
 class InterruptTarget {
  public:
-  void Set(grpc::ClientContext* context) {
+  void Set(std::function<void()> action) {
     absl::MutexLock lock(&mu_);
-    context_ = context;
+    action_ = std::move(action);
   }
   void Interrupt() {
-    absl::MutexLock lock(&mu_);
-    if (context_ == nullptr) std::_Exit(130);
-    std::cerr << "\nsdgctl: cancelling the job\n";
-    context_->TryCancel();
+    std::function<void()> action;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!action_ || interrupted_) std::_Exit(130);
+      interrupted_ = true;
+      action = action_;
+    }
+    action();
   }
 
  private:
   absl::Mutex mu_;
-  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::function<void()> action_ ABSL_GUARDED_BY(mu_);
+  bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-int Generate(sdg::v1::GenerationService::Stub& stub,
+int Generate(grpc::Channel& channel, sdg::v1::GenerationService::Stub& stub,
              InterruptTarget& interrupt) {
-  absl::StatusOr<sdg::GenerateOptions> options = GenerateOptionsFromFlags();
+  absl::StatusOr<sdg::GenerateOptions> options =
+      GenerateOptionsFromFlags(/*needs_output=*/true);
   if (!options.ok()) return Fail(options.status());
 
-  grpc::ClientContext context;
-  interrupt.Set(&context);
-  absl::StatusOr<sdg::GenerateSummary> summary =
-      sdg::RunGenerate(stub, context, *options, std::cerr);
+  const bool detach = absl::GetFlag(FLAGS_detach);
+  sdg::CallStopper stopper;
+  absl::StatusOr<sdg::GenerateSummary> summary = sdg::RunGenerate(
+      channel, *options, std::cerr, stopper,
+      [&](const std::string& job_id) {
+        interrupt.Set([&stub, &stopper, job_id, detach] {
+          if (detach) {
+            std::cerr << "\nsdgctl: job " << job_id
+                      << " keeps running; follow it with: sdgctl watch "
+                      << job_id << " (results: sdgctl output " << job_id
+                      << " -o FILE)\n";
+            std::_Exit(130);
+          }
+          std::cerr << "\nsdgctl: cancelling job " << job_id
+                    << " (Ctrl-C again to quit at once)\n";
+          std::ostringstream job;
+          if (!sdg::CancelJobCommand(stub, job_id, job).ok()) {
+            stopper.Stop();
+          }
+        });
+      });
   interrupt.Set(nullptr);
   if (!summary.ok()) return Fail(summary.status());
   std::cerr << sdg::FormatSummary(*summary, options->output_path) << "\n";
   return summary->AllRowsSucceeded() ? 0 : 1;
+}
+
+int Submit(grpc::Channel& channel) {
+  absl::StatusOr<sdg::GenerateOptions> options =
+      GenerateOptionsFromFlags(/*needs_output=*/false);
+  if (!options.ok()) return Fail(options.status());
+  absl::StatusOr<sdg::v1::Job> job = sdg::SubmitJob(channel, *options);
+  if (!job.ok()) return Fail(job.status());
+  std::cout << job->job_id() << "\n";
+  return 0;
+}
+
+int Watch(grpc::Channel& channel, const std::string& job_id,
+          InterruptTarget& interrupt) {
+  sdg::CallStopper stopper;
+  interrupt.Set([&stopper] { stopper.Stop(); });
+  absl::StatusOr<sdg::FollowResult> followed = sdg::WatchWithProgress(
+      channel, job_id, FollowOptionsFromFlags(), std::cerr, stopper);
+  interrupt.Set(nullptr);
+  if (!followed.ok()) return Fail(followed.status());
+  if (!followed->finished.has_value()) {
+    return Fail(absl::Status(
+        static_cast<absl::StatusCode>(followed->status.error_code()),
+        followed->status.error_message()));
+  }
+  const sdg::v1::JobFinished& finished = *followed->finished;
+  std::cerr << "job " << job_id << " "
+            << sdg::v1::JobState_Name(finished.state()) << ": "
+            << finished.rows_succeeded() << " rows generated, "
+            << finished.rows_failed() << " failed"
+            << (finished.reason().empty() ? "" : " (" + finished.reason() + ")")
+            << "\n";
+  return finished.state() == sdg::v1::JOB_STATE_SUCCEEDED ? 0 : 1;
+}
+
+int Output(grpc::Channel& channel, const std::string& job_id) {
+  std::string output = absl::GetFlag(FLAGS_o);
+  if (output.empty()) output = absl::GetFlag(FLAGS_output);
+  if (output.empty()) {
+    return Fail(absl::InvalidArgumentError("output needs -o FILE"));
+  }
+  std::string errors = absl::GetFlag(FLAGS_errors);
+  if (errors.empty()) errors = output + ".errors.jsonl";
+  absl::Status status = sdg::OutputCommand(channel, job_id, output, errors,
+                                           FollowOptionsFromFlags(), std::cerr);
+  return status.ok() ? 0 : Fail(status);
 }
 
 }  // namespace
@@ -171,22 +271,31 @@ int main(int argc, char** argv) {
   // Before gRPC starts any thread, so that they all inherit the signal mask.
   InterruptTarget interrupt;
   sdg::SignalWatcher signals([&interrupt](int) { interrupt.Interrupt(); });
-  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_server),
-                                     grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::Channel> channel =
+      sdg::MakeChannel(absl::GetFlag(FLAGS_server));
   sdg::v1::GenerationService::Stub stub(channel);
 
-  if (command == "generate" && args.size() == 2)
-    return Generate(stub, interrupt);
+  if (command == "generate" && args.size() == 2) {
+    return Generate(*channel, stub, interrupt);
+  }
+  if (command == "submit" && args.size() == 2) return Submit(*channel);
   if (command == "jobs" && args.size() == 2) {
-    absl::Status status = sdg::ListJobsCommand(stub, std::cout);
+    absl::Status status =
+        sdg::ListJobsCommand(stub, absl::GetFlag(FLAGS_state), std::cout);
     return status.ok() ? 0 : Fail(status);
   }
-  if ((command == "get" || command == "cancel") && args.size() == 3) {
-    absl::Status status = command == "get"
-                              ? sdg::GetJobCommand(stub, args[2], std::cout)
-                              : sdg::CancelJobCommand(stub, args[2], std::cout);
-    if (status.ok()) std::cout << "\n";
-    return status.ok() ? 0 : Fail(status);
+  if (args.size() == 3) {
+    const std::string job_id = args[2];
+    if (command == "watch") return Watch(*channel, job_id, interrupt);
+    if (command == "output") return Output(*channel, job_id);
+    if (command == "get" || command == "cancel" || command == "delete") {
+      absl::Status status =
+          command == "get"      ? sdg::GetJobCommand(stub, job_id, std::cout)
+          : command == "cancel" ? sdg::CancelJobCommand(stub, job_id, std::cout)
+                                : sdg::DeleteJobCommand(stub, job_id, std::cout);
+      if (status.ok() && command != "delete") std::cout << "\n";
+      return status.ok() ? 0 : Fail(status);
+    }
   }
   std::cerr << kUsage << "\n";
   return 2;

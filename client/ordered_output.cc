@@ -9,7 +9,18 @@ namespace sdg {
 OrderedOutput::OrderedOutput(const std::vector<JsonRow>& inputs,
                              std::string output_column, int samples_per_row,
                              std::ostream& output, std::ostream& errors)
-    : inputs_(inputs),
+    : inputs_(&inputs),
+      total_rows_(static_cast<int64_t>(inputs.size())),
+      output_column_(std::move(output_column)),
+      samples_per_row_(samples_per_row),
+      output_(output),
+      errors_(errors) {}
+
+OrderedOutput::OrderedOutput(int64_t total_rows, std::string output_column,
+                             int samples_per_row, std::ostream& output,
+                             std::ostream& errors)
+    : inputs_(nullptr),
+      total_rows_(total_rows),
       output_column_(std::move(output_column)),
       samples_per_row_(samples_per_row),
       output_(output),
@@ -24,16 +35,26 @@ void OrderedOutput::AddResult(const v1::ShardResult& result) {
   });
   for (const v1::ResultRow* row : rows) {
     int64_t index = row->row_index();
-    if (index < next_row_ || index >= static_cast<int64_t>(inputs_.size())) {
+    if (index < next_row_ || index >= total_rows_) {
       continue;  // not a row of ours, or already written
     }
-    // The input row as read (its key order and numbers intact), plus what
-    // the server added.
-    JsonRow line = inputs_[index];
-    for (const auto& [key, value] : row->columns().fields()) {
-      if (key == output_column_ || !line.contains(key)) {
-        line[key] = ValueToJson(value);
+    JsonRow line;
+    if (inputs_ != nullptr) {
+      // The input row as read (its key order and numbers intact), plus what
+      // the server added.
+      line = (*inputs_)[index];
+      for (const auto& [key, value] : row->columns().fields()) {
+        if (key == output_column_ || !line.contains(key)) {
+          line[key] = ValueToJson(value);
+        }
       }
+    } else {
+      std::map<std::string, const google::protobuf::Value*> sorted;
+      for (const auto& [key, value] : row->columns().fields()) {
+        sorted[key] = &value;
+      }
+      line = JsonRow::object();
+      for (const auto& [key, value] : sorted) line[key] = ValueToJson(*value);
     }
     done_[index].push_back(std::move(line));
   }
@@ -48,7 +69,7 @@ void OrderedOutput::AddError(const v1::ShardError& error) {
 }
 
 void OrderedOutput::Flush() {
-  while (next_row_ < static_cast<int64_t>(inputs_.size())) {
+  while (next_row_ < total_rows_) {
     if (auto done = done_.find(next_row_);
         done != done_.end() &&
         static_cast<int>(done->second.size()) >= samples_per_row_) {
@@ -74,7 +95,7 @@ void OrderedOutput::WriteError(int64_t row_index, int32_t code,
   line["row_index"] = row_index;
   line["code"] = absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
   line["message"] = message;
-  line["row"] = inputs_[row_index];
+  if (inputs_ != nullptr) line["row"] = (*inputs_)[row_index];
   errors_ << line.dump(-1, ' ', false, JsonRow::error_handler_t::replace)
           << '\n';
   ++rows_failed_;
@@ -82,7 +103,7 @@ void OrderedOutput::WriteError(int64_t row_index, int32_t code,
 
 void OrderedOutput::FinishMissing(const std::string& reason) {
   Flush();
-  while (next_row_ < static_cast<int64_t>(inputs_.size())) {
+  while (next_row_ < total_rows_) {
     // A row with some samples but not all counts as not generated.
     done_.erase(next_row_);
     if (auto failed = failed_.find(next_row_); failed != failed_.end()) {

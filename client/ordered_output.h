@@ -21,6 +21,11 @@ class OrderedOutput {
   OrderedOutput(const std::vector<JsonRow>& inputs, std::string output_column,
                 int samples_per_row, std::ostream& output,
                 std::ostream& errors);
+  // Without the input file (`sdgctl output`): lines are the columns the
+  // server sent, keys sorted, and error lines carry no input row.
+  OrderedOutput(int64_t total_rows, std::string output_column,
+                int samples_per_row, std::ostream& output,
+                std::ostream& errors);
 
   void AddResult(const v1::ShardResult& result);
   void AddError(const v1::ShardError& error);
@@ -39,7 +44,8 @@ class OrderedOutput {
   void Flush();
   void WriteError(int64_t row_index, int32_t code, const std::string& message);
 
-  const std::vector<JsonRow>& inputs_;
+  const std::vector<JsonRow>* const inputs_;  // null: not known
+  const int64_t total_rows_;
   const std::string output_column_;
   const int samples_per_row_;
   std::ostream& output_;
