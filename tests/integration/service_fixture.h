@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "absl/time/clock.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/server.h"
@@ -74,6 +75,11 @@ struct Events {
     return all.back().finished();
   }
 };
+
+// Equal events (a row's columns are a map: its bytes are not comparable).
+inline bool SameEvent(const v1::JobEvent& a, const v1::JobEvent& b) {
+  return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
 
 // Reads a GenerateJob call to its end.
 inline Events ReadAll(v1::GenerationService::Stub& stub,

@@ -145,7 +145,7 @@ TEST_F(ServiceTest, SameJobIdAttachesAndAnotherRequestIsAlreadyExists) {
   ASSERT_EQ(again.all.size(), first.all.size());
   for (size_t i = 0; i < first.all.size(); ++i) {
     EXPECT_EQ(again.all[i].sequence(), i + 1);
-    EXPECT_EQ(again.all[i].SerializeAsString(), first.all[i].SerializeAsString());
+    EXPECT_TRUE(testing::SameEvent(again.all[i], first.all[i]));
   }
   EXPECT_EQ(sim_.Stats()["requests"], 3);
   // Another request under that id is refused, naming it.
