@@ -118,16 +118,27 @@ grpc::Status CallWithReconnect(
     absl::FunctionRef<grpc::Status(grpc::ClientContext&)> call) {
   const absl::Time give_up = absl::Now() + options.reconnect_for;
   absl::Duration backoff = options.initial_backoff;
+  grpc::Status unavailable;  // the last one, to report why we gave up
   while (true) {
     grpc::ClientContext context;
     context.set_wait_for_ready(true);
     context.set_deadline(absl::ToChronoTime(give_up));
     grpc::Status status = call(context);
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        absl::Now() >= give_up) {
-      return status;
+    const bool out_of_time = absl::Now() >= give_up;
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        out_of_time && !unavailable.ok()) {
+      status = unavailable;
     }
-    absl::SleepFor(backoff);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return status;
+    if (out_of_time) {
+      return grpc::Status(
+          status.error_code(),
+          absl::StrCat(status.error_message(), " (still so after ",
+                       absl::FormatDuration(options.reconnect_for),
+                       "; see --reconnect_for)"));
+    }
+    unavailable = status;
+    absl::SleepFor(std::min(backoff, give_up - absl::Now()));
     backoff = std::min(backoff * 2, options.max_backoff);
   }
 }

@@ -122,6 +122,7 @@ void Server::Shutdown(absl::Duration grace) {
     StopJobsNow("grace period ended");
     service_->AwaitJobsFinished(absl::InfiniteFuture());
   }
+  Log(LogLevel::kInfo, "shutdown: jobs stopped, closing calls");
   // Every job has committed its last event; give the streams a moment to
   // deliver it, then stop. Reactors all call Finish, so this returns early.
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));

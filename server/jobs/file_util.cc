@@ -25,6 +25,7 @@ absl::Status FileError(absl::string_view operation, const std::string& path,
     case EACCES:
     case EPERM:
     case EROFS:
+    case ENOTDIR:
       return absl::FailedPreconditionError(absl::StrCat(
           message, "; sdgd needs to write under its --state_dir"));
     default:

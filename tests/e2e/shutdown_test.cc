@@ -113,10 +113,11 @@ TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
   // Kubernetes' liveness probe must not kill a draining server.
   EXPECT_EQ(Health("liveness"), grpc::health::v1::HealthCheckResponse::SERVING);
 
-  CommandResult refused =
-      stack_->Sdgctl({"generate", "--input=" + Input(),
-                      "--output=" + stack_->dir() + "/new.jsonl", "--model=m",
-                      "--template={{q}}"});
+  // sdgctl waits for a restarting server to come back; here it never does.
+  CommandResult refused = stack_->Sdgctl(
+      {"generate", "--input=" + Input(),
+       "--output=" + stack_->dir() + "/new.jsonl", "--model=m",
+       "--template={{q}}", "--reconnect_for=1s"});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.err, HasSubstr("UNAVAILABLE: server is shutting down"));
 

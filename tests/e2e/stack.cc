@@ -44,7 +44,10 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
 }
 
 absl::Status Stack::StartSdgd() {
-  auto server = Subprocess::Start(sdgd_argv_, dir_ + "/sdgd.log");
+  // One log per start, so that a restart keeps the previous one.
+  sdgd_logs_.push_back(
+      absl::StrCat(dir_, "/sdgd", sdgd_logs_.empty() ? "" : absl::StrCat(".", sdgd_logs_.size()), ".log"));
+  auto server = Subprocess::Start(sdgd_argv_, sdgd_logs_.back());
   if (!server.ok()) return server.status();
   sdgd_ = *std::move(server);
   auto line = sdgd_->ReadLineStartingWith("sdgd listening on", kStartTimeout);
@@ -60,9 +63,11 @@ absl::Status Stack::StartSdgd() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> Stack::RestartSdgd(int signal_number) {
+absl::StatusOr<int> Stack::RestartSdgd(int signal_number,
+                                       std::function<void()> while_stopped) {
   sdgd_->Signal(signal_number);
   const int status = sdgd_->Wait();
+  if (while_stopped) while_stopped();
   // The new sdgd takes the same port (when the options fixed it) and the
   // same state_dir.
   for (std::string& arg : sdgd_argv_) {
@@ -82,7 +87,11 @@ std::string Stack::llmsim_url() const {
   return absl::StrCat("http://127.0.0.1:", llmsim_port_);
 }
 
-std::string Stack::SdgdLog() const { return ReadFile(dir_ + "/sdgd.log"); }
+std::string Stack::SdgdLog() const {
+  std::string text;
+  for (const std::string& path : sdgd_logs_) text += ReadFile(path);
+  return text;
+}
 
 std::vector<std::string> Stack::SdgctlArgv(
     std::vector<std::string> args) const {

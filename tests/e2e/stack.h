@@ -3,6 +3,7 @@
 #ifndef SDG_TESTS_E2E_STACK_H_
 #define SDG_TESTS_E2E_STACK_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,13 +35,16 @@ class Stack {
   const std::string& dir() const { return dir_; }
   Subprocess& sdgd() { return *sdgd_; }
   Subprocess& llmsim() { return *llmsim_; }
+  // Every sdgd's log so far, oldest first.
   std::string SdgdLog() const;
   std::string state_dir() const { return dir_ + "/state"; }
 
   // Sends sdgd `signal_number` (SIGKILL: a crash; SIGTERM: a shutdown),
   // waits for it to exit and starts it again on the same port and
   // state_dir. Returns the old process's wait status.
-  absl::StatusOr<int> RestartSdgd(int signal_number);
+  // `while_stopped` runs between the two (to damage the state_dir, say).
+  absl::StatusOr<int> RestartSdgd(
+      int signal_number, std::function<void()> while_stopped = nullptr);
 
   // Runs sdgctl with --server set.
   CommandResult Sdgctl(std::vector<std::string> args) const;
@@ -59,6 +63,7 @@ class Stack {
   std::unique_ptr<Subprocess> llmsim_;
   std::unique_ptr<Subprocess> sdgd_;
   std::vector<std::string> sdgd_argv_;
+  std::vector<std::string> sdgd_logs_;  // one per start, oldest first
   int port_ = 0;
   int metrics_port_ = 0;
   int llmsim_port_ = 0;

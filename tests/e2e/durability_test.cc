@@ -1,0 +1,182 @@
+// A job survives its server: sdgd killed (-9) or stopped (SIGTERM) at several
+// points of a 20,000-row job and started again on the same state_dir, while
+// one `sdgctl generate` runs throughout. sdgctl exits 0, its output equals an
+// uninterrupted run's row for row, and committed shards are not generated
+// again.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "sdg/v1/generation.grpc.pb.h"
+#include "tests/e2e/stack_test.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/free_port.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int kRows = 20000;
+constexpr int kBatchSize = 8;
+constexpr int kNumWorkers = 16;
+// Rows that may be generated again after a kill: the shards in flight.
+constexpr int kInFlightRows = kBatchSize * kNumWorkers;
+
+// When to stop sdgd, by the rows the job has committed.
+struct KillPoint {
+  std::string name;
+  int signal_number;
+  int after_rows;  // kill once this many rows are committed
+  bool torn_tail = false;  // append half a record to the log before restart
+};
+
+void PrintTo(const KillPoint& point, std::ostream* out) { *out << point.name; }
+
+std::string Dataset() {
+  std::string text;
+  for (int i = 0; i < kRows; ++i) {
+    text += json{{"id", i}, {"q", "question " + std::to_string(i)}}.dump() +
+            "\n";
+  }
+  return text;
+}
+
+std::vector<std::string> GenerateArgs(const std::string& dir,
+                                      const std::string& name) {
+  return {"generate",
+          "--input=" + dir + "/in.jsonl",
+          "--output=" + dir + "/" + name + ".jsonl",
+          "--model=m",
+          "--template=Q: {{q}}",
+          "--job_id=" + name,
+          "--batch_size=" + std::to_string(kBatchSize),
+          "--num_workers=" + std::to_string(kNumWorkers)};
+}
+
+StackOptions Options() {
+  StackOptions options;
+  // 20 ms a reply: the job takes seconds, so the kill points are apart.
+  options.llmsim_args = {"--latency_ms=20"};
+  options.sdgd_port = FreeLoopbackPort();
+  options.sdgd_args = {"--shutdown_grace=100ms"};
+  return options;
+}
+
+class DurabilityTest : public StackTest,
+                       public ::testing::WithParamInterface<KillPoint> {
+ protected:
+  // The uninterrupted run every interrupted one must equal.
+  static void SetUpTestSuite() {
+    auto stack = Stack::Start(Options());
+    ASSERT_TRUE(stack.ok()) << stack.status();
+    WriteFile((*stack)->dir() + "/in.jsonl", Dataset());
+    CommandResult result =
+        (*stack)->Sdgctl(GenerateArgs((*stack)->dir(), "reference"));
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    reference_ = new std::string(ReadFile((*stack)->dir() + "/reference.jsonl"));
+  }
+  static void TearDownTestSuite() {
+    delete reference_;
+    reference_ = nullptr;
+  }
+
+  int64_t RowsCommitted(const std::string& job_id) {
+    if (stub_ == nullptr) {
+      stub_ = v1::GenerationService::NewStub(grpc::CreateChannel(
+          stack_->address(), grpc::InsecureChannelCredentials()));
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    v1::GetJobRequest request;
+    request.set_job_id(job_id);
+    v1::Job job;
+    if (!stub_->GetJob(&context, request, &job).ok()) return -1;
+    return job.rows_succeeded();
+  }
+
+  std::unique_ptr<v1::GenerationService::Stub> stub_;
+
+  static std::string* reference_;
+};
+
+std::string* DurabilityTest::reference_ = nullptr;
+
+TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
+  ASSERT_NE(reference_, nullptr);
+  const KillPoint& point = GetParam();
+  Start(Options());
+  WriteFile(stack_->dir() + "/in.jsonl", Dataset());
+  auto client = stack_->StartSdgctl(GenerateArgs(stack_->dir(), "job"),
+                                    stack_->dir() + "/job.stderr");
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  ASSERT_TRUE(Eventually(
+      [&] { return RowsCommitted("job") >= point.after_rows; },
+      absl::Seconds(120)))
+      << ReadFile(stack_->dir() + "/job.stderr");
+  const int64_t committed_at_stop = RowsCommitted("job");
+  absl::StatusOr<int> old_status = [&]() -> absl::StatusOr<int> {
+    if (!point.torn_tail) return stack_->RestartSdgd(point.signal_number);
+    // Restart by hand, writing half a record into the log in between.
+    return stack_->RestartSdgd(point.signal_number, [&] {
+      std::ofstream log(stack_->state_dir() + "/jobs/job/events.log",
+                        std::ios::app | std::ios::binary);
+      log << std::string("\x40\x00\x00\x00\x12\x34", 6);
+    });
+  }();
+  ASSERT_TRUE(old_status.ok()) << old_status.status();
+  if (point.signal_number == SIGTERM) {
+    EXPECT_EQ(*old_status, 0) << "a SIGTERM'd sdgd exits 0";
+  }
+
+  EXPECT_EQ((*client)->Wait(), 0) << ReadFile(stack_->dir() + "/job.stderr");
+  const std::string stderr_text = ReadFile(stack_->dir() + "/job.stderr");
+  EXPECT_THAT(stderr_text,
+              HasSubstr("JOB_STATE_SUCCEEDED: 20000/20000 rows generated"));
+  // Row for row what the uninterrupted run wrote.
+  EXPECT_TRUE(ReadFile(stack_->dir() + "/job.jsonl") == *reference_)
+      << "the output differs from the uninterrupted run's";
+  EXPECT_EQ(ReadFile(stack_->dir() + "/job.jsonl.errors.jsonl"), "");
+
+  // Committed shards ran once: only those in flight at the stop ran again.
+  json stats = json::parse(stack_->LlmsimStats());
+  EXPECT_LE(stats["prompts"].get<int64_t>(), kRows + kInFlightRows)
+      << "committed at the stop: " << committed_at_stop;
+  EXPECT_GE(stats["prompts"].get<int64_t>(), kRows);
+  const std::string log = stack_->SdgdLog();
+  EXPECT_THAT(log, HasSubstr("\"msg\":\"job resumed\""));
+  if (point.torn_tail) EXPECT_THAT(log, HasSubstr("cut a torn tail"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    KillPoints, DurabilityTest,
+    ::testing::Values(
+        KillPoint{"KillBeforeTheFirstCommit", SIGKILL, 0},
+        KillPoint{"KillMidJob", SIGKILL, kRows / 2},
+        KillPoint{"KillDuringTheLastShards", SIGKILL, kRows - kInFlightRows},
+        KillPoint{"KillWithATornTail", SIGKILL, kRows / 3, true},
+        KillPoint{"SigtermMidJob", SIGTERM, kRows / 2}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(StateDirTest, AStateDirThatCannotBeUsedStopsTheStartAndIsNamed) {
+  const std::string dir = MakeTempDir();
+  WriteFile(dir + "/not-a-dir", "x");
+  CommandResult result = RunCommand(
+      {SDGD_PATH, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+       "--backend=sim=http://127.0.0.1:1/v1",
+       "--state_dir=" + dir + "/not-a-dir/state"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr(dir + "/not-a-dir"));
+  EXPECT_THAT(result.err, HasSubstr("Not a directory"));
+}
+
+}  // namespace
+}  // namespace sdg::testing
