@@ -35,9 +35,10 @@ health=$(call grpc.health.v1.Health/Check '{"service": ""}') \
 grep -q '"status": "SERVING"' <<< "$health" || fail "not serving: $health"
 echo "smoke: health SERVING"
 
+job_id="smoke-$(date +%s)-$$"
 request=$(cat <<JSON
 {
-  "jobId": "smoke-$(date +%s)-$$",
+  "jobId": "$job_id",
   "block": {"model": "$model", "backend": "$backend", "maxTokens": 16,
             "promptTemplate": "Say hello to {{name}}."},
   "rows": [{"name": "Ada"}, {"name": "Grace"}, {"name": "Linus"}],
@@ -51,3 +52,10 @@ grep -q '"state": "JOB_STATE_SUCCEEDED"' <<< "$events" \
   || fail "the three-row job did not succeed: $(grep -A3 -E '"(finished|shardError)"' <<< "$events")"
 grep -q '"rowsSucceeded": "3"' <<< "$events" || fail "not 3 rows: $events"
 echo "smoke: a three-row job SUCCEEDED"
+
+# The job store: the finished job's events come back from it.
+replay=$(call sdg.v1.GenerationService/WatchJob "{\"jobId\": \"$job_id\"}") \
+  || fail "WatchJob failed: $replay"
+grep -q '"state": "JOB_STATE_SUCCEEDED"' <<< "$replay" \
+  || fail "WatchJob did not replay the finished job: $replay"
+echo "smoke: WatchJob replays the job from the job store"

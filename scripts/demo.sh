@@ -28,7 +28,7 @@ pids+=($!)
 llmsim_port=$(wait_for_port "$work/llmsim.out" "llmsim listening on")
 
 "$build/server/sdgd" --listen 127.0.0.1:0 --metrics_listen 127.0.0.1:0 \
-  --backend "llmsim=http://127.0.0.1:$llmsim_port/v1" \
+  --backend "llmsim=http://127.0.0.1:$llmsim_port/v1" --state_dir "$work/state" \
   > "$work/sdgd.out" 2> "$work/sdgd.log" &
 pids+=($!)
 port=$(wait_for_port "$work/sdgd.out" "sdgd listening on")
