@@ -2,7 +2,7 @@
 # Builds the benchmarks (Release) and runs them all, side by side in one go:
 # results go to bench/results/, the backend comparison also to
 # docs/BENCHMARKS.md and docs/benchmarks/backend.png. Not part of the test
-# suite. Takes about five minutes on 2 cores.
+# suite. Takes about ten minutes on 2 cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
@@ -18,3 +18,5 @@ echo "== cancellation latency, 256 requests hung in llmsim"
 "$build/bench/cancel_bench" 2> /dev/null | tee "$root/bench/results/cancel.jsonl"
 echo "== backend throughput: sdgd vs Python references (nginx echo, llmsim)"
 /usr/bin/python3 "$root/bench/backend_bench.py" --build "$build"
+echo "== the job store: durable vs --ephemeral, a 1,000,000-row job's memory, restart"
+/usr/bin/python3 "$root/bench/durable_bench.py" --build "$build"

@@ -20,6 +20,7 @@ absl::Status FileError(absl::string_view operation, const std::string& path,
   switch (error) {
     case ENOSPC:
     case EDQUOT:
+    case EFBIG:
       return absl::ResourceExhaustedError(
           absl::StrCat(message, "; free space on the state_dir's volume"));
     case EACCES:

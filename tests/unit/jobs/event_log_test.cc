@@ -4,6 +4,8 @@
 #include "server/jobs/event_log.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/notification.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
@@ -195,6 +198,54 @@ TEST_F(EventLogTest, FinishedLogIsReadToItsEnd) {
   EXPECT_EQ(read, 3);
   EXPECT_EQ(reader->End(), absl::OkStatus());
   EXPECT_EQ(finished->last_sequence(), 4u);
+}
+
+TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log;
+  ReplayShards(path_, committer, &log);
+  for (int i = 0; i < 3; ++i) {
+    v1::JobEvent event = ResultOfShard(i);
+    log->Append(event);
+  }
+  log->AwaitCommitted();
+  const auto committed_size = std::filesystem::file_size(path_);
+
+  // The file may not grow past 100 more bytes (this test's process only):
+  // the next commit fails part way, as on a full disk.
+  ::signal(SIGXFSZ, SIG_IGN);
+  rlimit original{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &original), 0);
+  rlimit small = original;
+  small.rlim_cur = committed_size + 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Notification failed;
+  absl::Status error;
+  log->SetOnCommitError([&](absl::Status status) {
+    error = status;
+    failed.Notify();
+  });
+  v1::JobEvent big = ResultOfShard(3);
+  (*big.mutable_shard_result()->mutable_rows(0)->mutable_columns()
+        ->mutable_fields())["output"]
+      .set_string_value(std::string(1000, 'y'));
+  log->Append(big);
+  failed.WaitForNotification();
+  log->AwaitCommitted();  // returns: committing has failed
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &original), 0);
+
+  EXPECT_EQ(error.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(error.message(), HasSubstr(path_));
+  EXPECT_EQ(log->last_sequence(), 3u);
+  // Cut back to the last whole record: nothing committed is damaged.
+  EXPECT_EQ(std::filesystem::file_size(path_), committed_size);
+  auto reader = *log->Read(0);
+  int read = 0;
+  while ((*reader->Next()).has_value()) ++read;
+  EXPECT_EQ(read, 3);
+  EXPECT_EQ(reader->End()->code(), absl::StatusCode::kResourceExhausted);
+  log.reset();
+  EXPECT_THAT(ReplayShards(path_, committer), ElementsAre(0, 1, 2));
 }
 
 TEST_F(EventLogTest, UnwritableFileIsResourceExhaustedNamingIt) {
