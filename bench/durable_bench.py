@@ -116,9 +116,9 @@ class Bench:
         done = self.await_end(address, job_id)
         cpu = cpu_seconds(proc.pid) - cpu0
         assert done["state"] == "JOB_STATE_SUCCEEDED", done
-        assert int(done["rowsSucceeded"]) == rows, done
-        seconds = (rfc3339_seconds(done["endTime"]) -
-                   rfc3339_seconds(done["startTime"]))
+        assert int(done["rows_succeeded"]) == rows, done
+        seconds = (rfc3339_seconds(done["end_time"]) -
+                   rfc3339_seconds(done["start_time"]))
         proc.send_signal(signal.SIGTERM)
         proc.wait()
         return {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds,
@@ -187,13 +187,13 @@ class Bench:
         proc, address, _ = self.start_sdgd([state], port)
         job_id = self.submit(address, dataset, backend="sim50", api="chat",
                              batch_size=8, workers=16)
-        while int(self.get(address, job_id).get("rowsSucceeded", 0)) < rows // 2:
+        while int(self.get(address, job_id).get("rows_succeeded", 0)) < rows // 2:
             time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc, address, started = self.start_sdgd([state], port)
-        committed = int(self.get(address, job_id).get("rowsSucceeded", 0))
-        while int(self.get(address, job_id).get("rowsSucceeded", 0)) <= committed:
+        committed = int(self.get(address, job_id).get("rows_succeeded", 0))
+        while int(self.get(address, job_id).get("rows_succeeded", 0)) <= committed:
             time.sleep(0.005)
         seconds = time.monotonic() - started
         self.await_end(address, job_id)

@@ -246,6 +246,11 @@ uint64_t EventLog::last_sequence() const {
   return committed_;
 }
 
+absl::Status EventLog::commit_error() const {
+  absl::MutexLock lock(&mu_);
+  return commit_error_;
+}
+
 std::vector<std::function<void()>> EventLog::TakeWaitersLocked() {
   return std::exchange(waiters_, {});
 }

@@ -62,6 +62,8 @@ class EventLog : public std::enable_shared_from_this<EventLog> {
   void SetOnCommitError(std::function<void(absl::Status)> callback);
 
   uint64_t last_sequence() const;
+  // Why committing failed, or OK.
+  absl::Status commit_error() const;
 
   // A reader's position in the log.
   class Reader {

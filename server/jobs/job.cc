@@ -346,8 +346,16 @@ void Job::MarkFinished() {
   // The final state is saved once the `finished` event is committed: a
   // crash in between resumes the job, which then finishes from its log.
   log->AwaitCommitted();
+  const absl::Status commit_error = log->commit_error();
   absl::MutexLock lock(&mu_);
   dataset_.reset();
+  if (!commit_error.ok() && record_.state != v1::JOB_STATE_SUSPENDED) {
+    // `finished` did not reach the disk: the stored job stays unfinished and
+    // finishes from its log when sdgd starts again.
+    record_.state = v1::JOB_STATE_SUSPENDED;
+    record_.reason = std::string(commit_error.message());
+    record_.end_time = absl::InfinitePast();
+  }
   if (record_.state == v1::JOB_STATE_SUSPENDED) return;
   SaveRecordLocked();
   // A finished job holds no open file; readers open their own.
