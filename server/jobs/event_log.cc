@@ -361,7 +361,8 @@ std::optional<absl::Status> EventLog::Reader::End() const {
   return std::nullopt;
 }
 
-LogCommitter::LogCommitter() : thread_([this] { Loop(); }) {}
+LogCommitter::LogCommitter(absl::Duration min_round_interval)
+    : min_round_interval_(min_round_interval), thread_([this] { Loop(); }) {}
 
 LogCommitter::~LogCommitter() {
   {
@@ -382,14 +383,18 @@ void LogCommitter::Enqueue(std::shared_ptr<EventLog> log) {
 }
 
 void LogCommitter::Loop() {
+  absl::Time next_round = absl::InfinitePast();
   while (true) {
     std::vector<std::shared_ptr<EventLog>> logs;
     {
       absl::MutexLock lock(&mu_);
+      // Appends gather meanwhile; stopping commits at once.
+      mu_.AwaitWithDeadline(absl::Condition(&stopping_), next_round);
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return !queue_.empty() || stopping_;
       };
       mu_.Await(absl::Condition(&ready));
+      next_round = absl::Now() + min_round_interval_;
       if (queue_.empty()) return;  // stopping, and everything is committed
       logs.swap(queue_);
       ++rounds_;

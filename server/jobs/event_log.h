@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "sdg/v1/generation.pb.h"
 #include "server/jobs/file_util.h"
 
@@ -140,7 +141,13 @@ class EventLog : public std::enable_shared_from_this<EventLog> {
 // events, writes each and fdatasyncs each, then tells their readers.
 class LogCommitter {
  public:
-  LogCommitter();
+  // At most one round per `min_round_interval`: a busy server then fsyncs a
+  // few hundred times a second, each time for everything pending, instead of
+  // once per shard; an event waits at most that long to be committed.
+  static constexpr absl::Duration kDefaultMinRoundInterval =
+      absl::Milliseconds(5);
+  explicit LogCommitter(
+      absl::Duration min_round_interval = kDefaultMinRoundInterval);
   // Commits what is pending, then stops.
   ~LogCommitter();
 
@@ -152,6 +159,7 @@ class LogCommitter {
   void Enqueue(std::shared_ptr<EventLog> log);
   void Loop();
 
+  const absl::Duration min_round_interval_;
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<EventLog>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
