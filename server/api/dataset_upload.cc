@@ -1,6 +1,7 @@
 #include "server/api/dataset_upload.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/logging.h"
 #include "server/api/status_util.h"
 #include "server/jobs/job_spec.h"
@@ -72,6 +73,7 @@ absl::Status DatasetUploadReactor::Complete() {
   stored.dataset.set_bytes(decoder_.bytes());
   stored.dataset.set_sha256(sha256_.HexDigest());
   stored.info = builder_->info();
+  stored.create_time = absl::Now();
   if (absl::Status s = store_.SaveUpload(stored); !s.ok()) return s;
   *response_ = stored.dataset;
   Log(LogLevel::kInfo, "dataset uploaded",

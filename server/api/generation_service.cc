@@ -209,6 +209,7 @@ absl::StatusOr<std::string> GenerationService::ResolveDatasetPath(
 }
 
 absl::StatusOr<int> GenerationService::ResumeStoredJobs() {
+  PruneUploads();
   absl::StatusOr<std::vector<JobRecord>> records = store_.LoadJobs();
   if (!records.ok()) return records.status();
   int resumed = 0;
@@ -345,7 +346,19 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::WatchJob(
 
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     grpc::CallbackServerContext* context, v1::Dataset* response) {
+  PruneUploads();
   return new DatasetUploadReactor(store_, response);
+}
+
+void GenerationService::PruneUploads() {
+  absl::StatusOr<int> pruned =
+      store_.PruneUploads(absl::Now() - options_.job_retention);
+  if (!pruned.ok()) {
+    Log(LogLevel::kWarning, "job store: cannot remove expired uploads",
+        {{"error", std::string(pruned.status().message())}});
+  } else if (*pruned > 0) {
+    Log(LogLevel::kInfo, "expired uploads removed", {{"uploads", *pruned}});
+  }
 }
 
 grpc::ServerUnaryReactor* GenerationService::AnswerWithJob(

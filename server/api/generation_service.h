@@ -81,6 +81,8 @@ class GenerationService final : public v1::GenerationService::CallbackService {
       const v1::GenerateJobRequest& request, const JobSpec& spec);
   // A dataset_path made absolute, inside --data_root.
   absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path) const;
+  // Removes uploads older than the retention (each upload and each start).
+  void PruneUploads();
   // A stored job as a Job; unfinished ones are resumed.
   absl::Status Restore(JobRecord record);
 

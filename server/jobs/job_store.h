@@ -42,6 +42,7 @@ struct JobRecord {
 struct StoredDataset {
   v1::Dataset dataset;
   DatasetInfo info;
+  absl::Time create_time = absl::InfinitePast();
 };
 
 class JobStore {
@@ -71,6 +72,9 @@ class JobStore {
   // NOT_FOUND naming the id.
   virtual absl::StatusOr<StoredDataset> FindUpload(
       const std::string& dataset_id) = 0;
+  // Removes uploads saved before `cutoff` (jobs keep their own copies).
+  // Returns how many went.
+  virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;
 
   // Durable when it returns.
   virtual absl::Status AddJob(const JobRecord& record) = 0;

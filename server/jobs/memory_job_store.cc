@@ -95,6 +95,21 @@ absl::StatusOr<StoredDataset> MemoryJobStore::FindUpload(
   return it->second;
 }
 
+absl::StatusOr<int> MemoryJobStore::PruneUploads(absl::Time cutoff) {
+  absl::MutexLock lock(&mu_);
+  int pruned = 0;
+  for (auto it = uploads_.begin(); it != uploads_.end();) {
+    if (it->second.create_time < cutoff) {
+      upload_datasets_.erase(it->first);
+      uploads_.erase(it++);
+      ++pruned;
+    } else {
+      ++it;
+    }
+  }
+  return pruned;
+}
+
 absl::Status MemoryJobStore::AddJob(const JobRecord&) {
   return absl::OkStatus();
 }

@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS uploads (
   dataset_id TEXT PRIMARY KEY,
   dataset BLOB NOT NULL,
-  info TEXT NOT NULL);
+  info TEXT NOT NULL,
+  create_ns INTEGER NOT NULL);
 )sql";
 
 int64_t ToNanos(absl::Time time) {
@@ -202,11 +203,13 @@ absl::StatusOr<std::unique_ptr<DatasetBuilder>> SqliteJobStore::NewUpload(
 absl::Status SqliteJobStore::SaveUpload(const StoredDataset& dataset) {
   absl::MutexLock lock(&mu_);
   return Execute(
-      "INSERT INTO uploads (dataset_id, dataset, info) VALUES (?, ?, ?)",
+      "INSERT INTO uploads (dataset_id, dataset, info, create_ns) "
+      "VALUES (?, ?, ?, ?)",
       [&](sqlite3_stmt* stmt) {
         BindText(stmt, 1, dataset.dataset.dataset_id());
         BindBlob(stmt, 2, dataset.dataset.SerializeAsString());
         BindText(stmt, 3, dataset.info.ToJson());
+        sqlite3_bind_int64(stmt, 4, ToNanos(dataset.create_time));
       });
 }
 
@@ -221,7 +224,7 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
   absl::Status info_status;
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_,
-                         "SELECT dataset, info FROM uploads WHERE dataset_id = ?",
+                         "SELECT dataset, info, create_ns FROM uploads WHERE dataset_id = ?",
                          -1, &stmt, nullptr) != SQLITE_OK) {
     return Error("select upload");
   }
@@ -231,6 +234,7 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
     stored.dataset.ParseFromString(ColumnBytes(stmt, 0));
     absl::StatusOr<DatasetInfo> info =
         DatasetInfo::FromJson(ColumnBytes(stmt, 1));
+    stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
     if (info.ok()) {
       stored.info = *std::move(info);
       found = std::move(stored);
@@ -245,6 +249,35 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
         "dataset_id: no dataset \"", dataset_id, "\"; upload it first"));
   }
   return *std::move(found);
+}
+
+absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
+  std::vector<std::string> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_,
+                           "SELECT dataset_id FROM uploads WHERE create_ns < ?",
+                           -1, &stmt, nullptr) != SQLITE_OK) {
+      return Error("select uploads");
+    }
+    sqlite3_bind_int64(stmt, 1, ToNanos(cutoff));
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      expired.push_back(ColumnBytes(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+    for (const std::string& id : expired) {
+      if (absl::Status s = Execute("DELETE FROM uploads WHERE dataset_id = ?",
+                                   [&](sqlite3_stmt* delete_stmt) {
+                                     BindText(delete_stmt, 1, id);
+                                   });
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  for (const std::string& id : expired) DiscardUpload(id);
+  return static_cast<int>(expired.size());
 }
 
 absl::Status SqliteJobStore::AddJob(const JobRecord& record) {

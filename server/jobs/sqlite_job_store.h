@@ -43,6 +43,7 @@ class SqliteJobStore final : public JobStore {
   void DiscardUpload(const std::string& dataset_id) override;
   absl::StatusOr<StoredDataset> FindUpload(
       const std::string& dataset_id) override;
+  absl::StatusOr<int> PruneUploads(absl::Time cutoff) override;
   absl::Status AddJob(const JobRecord& record) override;
   absl::Status UpdateJob(const JobRecord& record) override;
   absl::Status RemoveJob(const std::string& job_id) override;

@@ -2,12 +2,15 @@
 // job datasets live in their own directories, one server per state_dir.
 #include "server/jobs/sqlite_job_store.h"
 
+#include <errno.h>
+
 #include <filesystem>
 #include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "server/jobs/file_util.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
@@ -78,6 +81,7 @@ TEST_F(SqliteJobStoreTest, AnUploadGivesJobsTheirOwnCopy) {
   stored.dataset.set_dataset_id("ds");
   stored.dataset.set_rows(1);
   stored.info = (*upload)->info();
+  stored.create_time = absl::FromUnixSeconds(1700000000);
   ASSERT_TRUE(store->SaveUpload(stored).ok());
   auto found = store->FindUpload("ds");
   ASSERT_TRUE(found.ok());
@@ -87,7 +91,12 @@ TEST_F(SqliteJobStoreTest, AnUploadGivesJobsTheirOwnCopy) {
 
   auto dataset = store->UseUploadedDataset("ds", "job");
   ASSERT_TRUE(dataset.ok()) << dataset.status();
-  store->DiscardUpload("ds");  // the job keeps its rows
+  // Past its retention the upload goes; the job keeps its rows.
+  EXPECT_EQ(*store->PruneUploads(absl::FromUnixSeconds(1700000000)), 0);
+  EXPECT_EQ(*store->PruneUploads(absl::FromUnixSeconds(1700000001)), 1);
+  EXPECT_EQ(store->FindUpload("ds").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/uploads/ds"));
   auto rows = store->OpenJobDataset("job");
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ((*(*rows)->ReadRows(0, 1))[0].fields().at("q").string_value(),
@@ -116,6 +125,20 @@ TEST_F(SqliteJobStoreTest, StateDirThatCannotBeMadeIsNamed) {
   auto store = SqliteJobStore::Open(file + "/state");
   ASSERT_FALSE(store.ok());
   EXPECT_THAT(store.status().message(), HasSubstr(file));
+}
+
+TEST(FileErrorTest, DiskFullAndUnwritableSayWhatToDoAndName) {
+  absl::Status full = FileError("write", "/s/jobs/j/events.log", ENOSPC);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.message(), HasSubstr("/s/jobs/j/events.log"));
+  EXPECT_THAT(full.message(), HasSubstr("free space"));
+  // Read-only and permission errors (which a test running as root cannot
+  // provoke with chmod) are FAILED_PRECONDITION naming the path.
+  for (int error : {EROFS, EACCES, EPERM, ENOTDIR}) {
+    absl::Status status = FileError("create", "/s", error);
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << error;
+    EXPECT_THAT(status.message(), HasSubstr("create /s: "));
+  }
 }
 
 TEST(RequestDigestTest, SameRequestSameDigestDetachAside) {
