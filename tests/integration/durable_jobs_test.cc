@@ -259,6 +259,22 @@ TEST_F(DurableJobsTest, ListPagesFilterAndDeleteRemovesTheFiles) {
   EXPECT_EQ(Watch("c", 0).Finished().rows_succeeded(), 2);
 }
 
+TEST_F(DurableJobsTest, EphemeralServerServesTheSameApiAndWritesNothing) {
+  ServerOptions options;
+  options.ephemeral = true;
+  options.state_dir = MakeTempDir() + "/never";
+  server_.reset();
+  StartServer({{"sim", sim_.url()}}, options);
+  ASSERT_TRUE(Upload({"{\"id\": 0, \"question\": \"a\"}\n"}, "one").ok());
+  v1::GenerateJobRequest request = Named("in-memory", 0);
+  request.set_dataset_id("one");
+  ASSERT_TRUE(Create(request).ok());
+  Events events = Watch("in-memory", 0);
+  EXPECT_EQ(events.Finished().rows_succeeded(), 1);
+  EXPECT_EQ(Watch("in-memory", 1).all.size(), events.all.size() - 1);
+  EXPECT_FALSE(std::filesystem::exists(options.state_dir));
+}
+
 TEST_F(DurableJobsTest, RunningJobCannotBeDeleted) {
   SimThread slow(WithLatency(absl::Minutes(10)));
   RestartServer({{"sim", slow.url()}});
