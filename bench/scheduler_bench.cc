@@ -4,14 +4,12 @@
 // shard, in wall and CPU time, with the in-memory store (--ephemeral) and the
 // durable one (SQLite and files in a temporary state_dir, fsync'd). Prints
 // one JSON object per configuration.
+#include <stdlib.h>
 #include <sys/resource.h>
 
 #include <cstdio>
-#include <memory>
-
-#include <stdlib.h>
-
 #include <filesystem>
+#include <memory>
 
 #include "absl/time/clock.h"
 #include "server/http/http_client.h"
@@ -66,9 +64,9 @@ void Measure(int workers, int64_t shards, bool durable) {
   record.job_id = spec.job_id;
   if (!store->AddJob(record).ok()) std::abort();
   auto log = *store->OpenJobLog(spec.job_id, [](const v1::JobEvent&) {});
-  auto job = std::make_shared<Job>(std::move(spec), std::move(record),
-                                   *rows->Finish(), log, JobTally(shards),
-                                   *store, metrics);
+  auto job =
+      std::make_shared<Job>(std::move(spec), std::move(record), *rows->Finish(),
+                            log, JobTally(shards), *store, metrics);
 
   double cpu_start = CpuSeconds();
   absl::Time start = absl::Now();

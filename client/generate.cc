@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -13,7 +14,6 @@
 #include "client/ordered_output.h"
 #include "client/row_json.h"
 #include "client/upload.h"
-#include "absl/random/random.h"
 #include "google/protobuf/util/json_util.h"
 #include "sdg/v1/block_defaults.h"
 
@@ -99,9 +99,7 @@ absl::StatusOr<v1::Block> LoadBlockFile(const std::string& path) {
   return block;
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
                                     const std::string& dataset_id) {
@@ -128,14 +126,14 @@ absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
   auto stub = v1::GenerationService::NewStub(
       std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
   absl::StatusOr<v1::Dataset> dataset;
-  grpc::Status uploaded = CallWithReconnect(
-      channel, options.follow, [&](grpc::ClientContext&) {
+  grpc::Status uploaded =
+      CallWithReconnect(channel, options.follow, [&](grpc::ClientContext&) {
         dataset = UploadDatasetFile(*stub, options.input_path, "");
-        return dataset.ok() ? grpc::Status::OK
-                            : grpc::Status(static_cast<grpc::StatusCode>(
-                                               dataset.status().code()),
-                                           std::string(
-                                               dataset.status().message()));
+        return dataset.ok()
+                   ? grpc::Status::OK
+                   : grpc::Status(
+                         static_cast<grpc::StatusCode>(dataset.status().code()),
+                         std::string(dataset.status().message()));
       });
   if (!uploaded.ok()) return FromGrpcStatus(uploaded);
   GenerateOptions with_id = options;
@@ -337,8 +335,7 @@ absl::StatusOr<FollowResult> WatchWithProgress(grpc::Channel& channel,
           default:
             break;
         }
-        progress.Update(tally.done, tally.failed, total,
-                        event.has_finished());
+        progress.Update(tally.done, tally.failed, total, event.has_finished());
         return absl::OkStatus();
       },
       progress_out, &stopper);

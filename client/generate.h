@@ -8,11 +8,10 @@
 
 #include <cstdint>
 #include <optional>
-
-#include "absl/functional/function_ref.h"
 #include <ostream>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/job_follow.h"

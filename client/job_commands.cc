@@ -2,16 +2,16 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "absl/strings/str_format.h"
-#include "absl/time/time.h"
 #include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "client/grpc_status.h"
 #include "client/ordered_output.h"
-#include "sdg/v1/block_defaults.h"
 #include "google/protobuf/util/json_util.h"
+#include "sdg/v1/block_defaults.h"
 
 namespace sdg {
 namespace {
@@ -48,7 +48,8 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
                             &parsed)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--state must be queued, running, succeeded, failed, cancelled or "
-          "suspended, got \"", state, "\""));
+          "suspended, got \"",
+          state, "\""));
     }
     request.set_state(parsed);
   }
@@ -62,11 +63,10 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
     grpc::Status status = stub.ListJobs(&context, request, &response);
     if (!status.ok()) return FromGrpcStatus(status);
     for (const v1::Job& job : response.jobs()) {
-      out << absl::StrFormat("%-24s %-10s %10d %10d %10d %7d  %s\n",
-                             job.job_id(), StateName(job.state()),
-                             job.total_rows(), job.rows_succeeded(),
-                             job.rows_failed(), job.resumed(),
-                             job.block_name());
+      out << absl::StrFormat(
+          "%-24s %-10s %10d %10d %10d %7d  %s\n", job.job_id(),
+          StateName(job.state()), job.total_rows(), job.rows_succeeded(),
+          job.rows_failed(), job.resumed(), job.block_name());
     }
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());
@@ -152,8 +152,7 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
       followed->finished.has_value()
           ? absl::StrCat("not generated: job ended ",
                          StateName(followed->finished->state()))
-          : absl::StrCat("not generated: ",
-                         followed->status.error_message());
+          : absl::StrCat("not generated: ", followed->status.error_message());
   ordered.FinishMissing(reason);
   output.close();
   errors.close();
@@ -161,18 +160,15 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
     return absl::DataLossError(
         absl::StrCat("error writing ", output_path, " or ", errors_path));
   }
-  log << absl::StrFormat("job %s %s: %d lines -> %s, %d failed rows -> %s\n",
-                         job_id,
-                         followed->finished.has_value()
-                             ? StateName(followed->finished->state())
-                             : "(unfinished)",
-                         ordered.lines_written(), output_path,
-                         ordered.rows_failed(), errors_path);
+  log << absl::StrFormat(
+      "job %s %s: %d lines -> %s, %d failed rows -> %s\n", job_id,
+      followed->finished.has_value() ? StateName(followed->finished->state())
+                                     : "(unfinished)",
+      ordered.lines_written(), output_path, ordered.rows_failed(), errors_path);
   if (!followed->finished.has_value()) return FromGrpcStatus(followed->status);
   if (ordered.rows_failed() > 0) {
-    return absl::AbortedError(absl::StrCat(ordered.rows_failed(),
-                                           " rows were not generated; see ",
-                                           errors_path));
+    return absl::AbortedError(absl::StrCat(
+        ordered.rows_failed(), " rows were not generated; see ", errors_path));
   }
   return absl::OkStatus();
 }

@@ -93,14 +93,14 @@ absl::StatusOr<FollowResult> FollowJob(
     if (!announced) {
       log << "sdgctl: lost the stream of job " << job_id << " ("
           << result.status.error_message()
-          << "); reconnecting, to continue after event "
-          << result.last_sequence << "\n"
+          << "); reconnecting, to continue after event " << result.last_sequence
+          << "\n"
           << std::flush;
       announced = true;
     }
     ++result.reconnects;
-    absl::SleepFor(std::min(backoff, std::max(absl::ZeroDuration(),
-                                              give_up - absl::Now())));
+    absl::SleepFor(std::min(
+        backoff, std::max(absl::ZeroDuration(), give_up - absl::Now())));
     backoff = std::min(backoff * 2, options.max_backoff);
     if (absl::Now() >= give_up || !AwaitConnected(channel, give_up)) {
       result.status = grpc::Status(

@@ -4,9 +4,9 @@
 
 #include <cstdio>
 #include <functional>
-#include <sstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -102,9 +102,9 @@ absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags(
   options.follow = FollowOptionsFromFlags();
   if (options.input_path.empty() ||
       (needs_output && options.output_path.empty())) {
-    return absl::InvalidArgumentError(needs_output
-                                          ? "generate needs --input and --output"
-                                          : "submit needs --input");
+    return absl::InvalidArgumentError(
+        needs_output ? "generate needs --input and --output"
+                     : "submit needs --input");
   }
   if (!absl::GetFlag(FLAGS_block).empty()) {
     absl::StatusOr<sdg::v1::Block> block =
@@ -188,8 +188,7 @@ int Generate(grpc::Channel& channel, sdg::v1::GenerationService::Stub& stub,
   const bool detach = absl::GetFlag(FLAGS_detach);
   sdg::CallStopper stopper;
   absl::StatusOr<sdg::GenerateSummary> summary = sdg::RunGenerate(
-      channel, *options, std::cerr, stopper,
-      [&](const std::string& job_id) {
+      channel, *options, std::cerr, stopper, [&](const std::string& job_id) {
         interrupt.Set([&stub, &stopper, job_id, detach] {
           if (detach) {
             std::cerr << "\nsdgctl: job " << job_id
@@ -290,9 +289,10 @@ int main(int argc, char** argv) {
     if (command == "output") return Output(*channel, job_id);
     if (command == "get" || command == "cancel" || command == "delete") {
       absl::Status status =
-          command == "get"      ? sdg::GetJobCommand(stub, job_id, std::cout)
-          : command == "cancel" ? sdg::CancelJobCommand(stub, job_id, std::cout)
-                                : sdg::DeleteJobCommand(stub, job_id, std::cout);
+          command == "get" ? sdg::GetJobCommand(stub, job_id, std::cout)
+          : command == "cancel"
+              ? sdg::CancelJobCommand(stub, job_id, std::cout)
+              : sdg::DeleteJobCommand(stub, job_id, std::cout);
       if (status.ok() && command != "delete") std::cout << "\n";
       return status.ok() ? 0 : Fail(status);
     }

@@ -165,14 +165,14 @@ int main(int argc, char** argv) {
   std::printf("sdgd metrics on %s:%d\n", metrics_host.c_str(),
               (*server)->metrics_port());
   std::fflush(stdout);
-  sdg::Log(sdg::LogLevel::kInfo, "sdgd started",
-           {{"port", (*server)->port()},
-            {"metrics_port", (*server)->metrics_port()},
-            {"backends", options->backends.size()},
-            {"max_workers", options->scheduler.max_workers},
-            {"state_dir", options->ephemeral ? "(ephemeral)"
-                                             : options->state_dir},
-            {"jobs_resumed", (*server)->resumed_jobs()}});
+  sdg::Log(
+      sdg::LogLevel::kInfo, "sdgd started",
+      {{"port", (*server)->port()},
+       {"metrics_port", (*server)->metrics_port()},
+       {"backends", options->backends.size()},
+       {"max_workers", options->scheduler.max_workers},
+       {"state_dir", options->ephemeral ? "(ephemeral)" : options->state_dir},
+       {"jobs_resumed", (*server)->resumed_jobs()}});
   {
     absl::MutexLock lock(&running_mu);
     running = server->get();

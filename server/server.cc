@@ -136,7 +136,8 @@ bool Server::SuspendsOnShutdown() const {
 }
 
 void Server::StopJobsNow(absl::string_view why) {
-  const std::string reason = absl::StrCat("server is shutting down (", why, ")");
+  const std::string reason =
+      absl::StrCat("server is shutting down (", why, ")");
   if (SuspendsOnShutdown()) {
     service_->SuspendAllJobs(absl::UnavailableError(reason));
   } else {

@@ -56,9 +56,8 @@ absl::Status DatasetUploadReactor::Complete() {
   if (builder_ == nullptr) {
     return absl::InvalidArgumentError("the dataset is empty (no data sent)");
   }
-  if (absl::Status s = decoder_.Finish([this](google::protobuf::Struct row) {
-        return builder_->Add(row);
-      });
+  if (absl::Status s = decoder_.Finish(
+          [this](google::protobuf::Struct row) { return builder_->Add(row); });
       !s.ok()) {
     return s;
   }

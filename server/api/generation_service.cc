@@ -7,9 +7,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "sdg/v1/block_defaults.h"
 #include "server/api/dataset_upload.h"
 #include "server/api/job_stream.h"
-#include "sdg/v1/block_defaults.h"
 #include "server/api/status_util.h"
 
 namespace sdg {
@@ -61,8 +61,8 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   }
   absl::StatusOr<JobSpec> spec =
       ValidateRequest(request, backends_, options_.limits);
-  absl::Status valid = spec.ok() ? ValidateDatasetSource(request)
-                                 : spec.status();
+  absl::Status valid =
+      spec.ok() ? ValidateDatasetSource(request) : spec.status();
   if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
         {{"job_id", request.job_id()},
@@ -94,7 +94,8 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
   if (!dataset.ok()) {
     store_.DiscardJobDataset(job_id);
     Log(LogLevel::kInfo, "job rejected",
-        {{"job_id", job_id}, {"error", std::string(dataset.status().message())}});
+        {{"job_id", job_id},
+         {"error", std::string(dataset.status().message())}});
     return dataset.status();
   }
   JobRecord record;
@@ -180,9 +181,9 @@ absl::StatusOr<std::string> GenerationService::ResolveDatasetPath(
   }
   for (absl::string_view part : absl::StrSplit(path, '/')) {
     if (part == "..") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dataset_path: \"", path,
-          "\" contains \"..\"; give a path under --data_root"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dataset_path: \"", path,
+                       "\" contains \"..\"; give a path under --data_root"));
     }
   }
   const std::string full =
@@ -194,8 +195,8 @@ absl::StatusOr<std::string> GenerationService::ResolveDatasetPath(
         "--data_root ", options_.data_root, " does not exist on the server"));
   }
   if (::realpath(full.c_str(), real_buffer) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset_path: no file \"", path, "\" under --data_root"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset_path: no file \"", path, "\" under --data_root"));
   }
   const std::string root = root_buffer;
   const std::string real = real_buffer;
@@ -255,7 +256,8 @@ absl::Status GenerationService::Restore(JobRecord record) {
   std::shared_ptr<EventLog> log;
   if (unfinished) {
     absl::StatusOr<std::shared_ptr<EventLog>> opened = store_.OpenJobLog(
-        record.job_id, [&tally](const v1::JobEvent& event) { tally.Add(event); });
+        record.job_id,
+        [&tally](const v1::JobEvent& event) { tally.Add(event); });
     if (!opened.ok()) return opened.status();
     log = *std::move(opened);
     if (!tally.finished().has_value()) {
@@ -265,9 +267,9 @@ absl::Status GenerationService::Restore(JobRecord record) {
   } else {
     log = store_.OpenFinishedJobLog(record.job_id);
   }
-  auto job = std::make_shared<Job>(std::move(spec), std::move(record),
-                                   std::move(rows), log, std::move(tally),
-                                   store_, metrics_);
+  auto job =
+      std::make_shared<Job>(std::move(spec), std::move(record), std::move(rows),
+                            log, std::move(tally), store_, metrics_);
   if (absl::Status added = registry_.Add(job); !added.ok()) return added;
   if (job->IsFinished()) return absl::OkStatus();
 
@@ -276,8 +278,9 @@ absl::Status GenerationService::Restore(JobRecord record) {
     if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
   });
   if (!validated.ok()) {
-    job->Cancel(absl::FailedPreconditionError(absl::StrCat(
-        "cannot resume the job on this server: ", validated.status().message())));
+    job->Cancel(absl::FailedPreconditionError(
+        absl::StrCat("cannot resume the job on this server: ",
+                     validated.status().message())));
   }
   Log(LogLevel::kInfo, "job resuming",
       {{"job_id", job->id()},
@@ -394,9 +397,8 @@ grpc::ServerUnaryReactor* GenerationService::ListJobs(
                                kMaxPageSize, ", got ", request->page_size())));
   }
   if (!v1::JobState_IsValid(request->state())) {
-    return Answer(context,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "state: unknown value ", request->state())));
+    return Answer(context, absl::InvalidArgumentError(absl::StrCat(
+                               "state: unknown value ", request->state())));
   }
   absl::StatusOr<JobRegistry::Page> page = registry_.ListPage(
       request->page_token(),

@@ -56,9 +56,9 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const v1::ListJobsRequest* request,
                                      v1::ListJobsResponse* response) override;
-  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
-                                      const v1::DeleteJobRequest* request,
-                                      google::protobuf::Empty* response) override;
+  grpc::ServerUnaryReactor* DeleteJob(
+      grpc::CallbackServerContext* context, const v1::DeleteJobRequest* request,
+      google::protobuf::Empty* response) override;
 
   // Shutdown, in order: refuse new jobs (UNAVAILABLE), let running ones end
   // until a deadline, then suspend or cancel the rest.

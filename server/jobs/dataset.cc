@@ -45,8 +45,7 @@ class MemoryDataset final : public Dataset {
 
 class FileDataset final : public Dataset {
  public:
-  FileDataset(std::string dir, UniqueFd rows, UniqueFd index,
-              int64_t row_count)
+  FileDataset(std::string dir, UniqueFd rows, UniqueFd index, int64_t row_count)
       : dir_(std::move(dir)),
         rows_(std::move(rows)),
         index_(std::move(index)),

@@ -85,6 +85,33 @@ absl::StatusOr<std::optional<std::pair<v1::JobEvent, int64_t>>> ReadRecord(
   return std::make_pair(std::move(event), end);
 }
 
+// Where the whole records of a log file end: reads every record in
+// sequence from the first, handing each to `replay`, and stops at the first
+// one that is torn, damaged or out of sequence.
+struct WholeRecords {
+  int64_t end = static_cast<int64_t>(kMagicSize);
+  uint64_t last_sequence = 0;
+};
+absl::StatusOr<WholeRecords> ScanWholeRecords(
+    int fd, int64_t size, const std::string& path,
+    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+  WholeRecords whole;
+  auto read = [&](int64_t offset, size_t n, char* out) {
+    return ReadAt(fd, offset, n, out, path);
+  };
+  while (true) {
+    auto record = ReadRecord(whole.end, size, read);
+    if (!record.ok()) return record.status();
+    if (!record->has_value() ||
+        (*record)->first.sequence() != whole.last_sequence + 1) {
+      return whole;
+    }
+    replay((*record)->first);
+    whole.last_sequence = (*record)->first.sequence();
+    whole.end = (*record)->second;
+  }
+}
+
 }  // namespace
 
 EventLog::EventLog(std::string path, LogCommitter* committer, UniqueFd fd)
@@ -101,8 +128,8 @@ std::shared_ptr<EventLog> EventLog::InMemory() {
 absl::StatusOr<std::shared_ptr<EventLog>> EventLog::OpenFile(
     std::string path, LogCommitter& committer,
     absl::FunctionRef<void(const v1::JobEvent&)> replay) {
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC,
-                     0644));
+  UniqueFd fd(
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (fd.get() < 0) return FileError("open", path, errno);
   const off_t size = ::lseek(fd.get(), 0, SEEK_END);
   if (size < 0) return FileError("seek", path, errno);
@@ -122,19 +149,11 @@ absl::StatusOr<std::shared_ptr<EventLog>> EventLog::OpenFile(
       return absl::DataLossError(
           absl::StrCat(path, " is not an sdgd event log"));
     }
-    auto read = [&](int64_t offset, size_t n, char* out) {
-      return ReadAt(fd.get(), offset, n, out, path);
-    };
-    while (true) {
-      auto record = ReadRecord(end, size, read);
-      if (!record.ok()) return record.status();
-      if (!record->has_value() || (*record)->first.sequence() != sequence + 1) {
-        break;
-      }
-      replay((*record)->first);
-      sequence = (*record)->first.sequence();
-      end = (*record)->second;
-    }
+    absl::StatusOr<WholeRecords> whole =
+        ScanWholeRecords(fd.get(), size, path, replay);
+    if (!whole.ok()) return whole.status();
+    end = whole->end;
+    sequence = whole->last_sequence;
     if (end < size) {
       Log(LogLevel::kWarning, "event log: cut a torn tail",
           {{"path", path}, {"bytes", size - end}, {"last_sequence", sequence}});
@@ -165,22 +184,11 @@ absl::Status EventLog::ScanFinishedLocked() {
   UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return FileError("open", path_, errno);
   const off_t size = ::lseek(fd.get(), 0, SEEK_END);
-  int64_t end = static_cast<int64_t>(kMagicSize);
-  uint64_t sequence = 0;
-  auto read = [&](int64_t offset, size_t n, char* out) {
-    return ReadAt(fd.get(), offset, n, out, path_);
-  };
-  while (true) {
-    auto record = ReadRecord(end, size, read);
-    if (!record.ok()) return record.status();
-    if (!record->has_value() || (*record)->first.sequence() != sequence + 1) {
-      break;
-    }
-    sequence = (*record)->first.sequence();
-    end = (*record)->second;
-  }
-  appended_ = committed_ = sequence;
-  committed_bytes_ = end;
+  absl::StatusOr<WholeRecords> whole =
+      ScanWholeRecords(fd.get(), size, path_, [](const v1::JobEvent&) {});
+  if (!whole.ok()) return whole.status();
+  appended_ = committed_ = whole->last_sequence;
+  committed_bytes_ = whole->end;
   scanned_ = true;
   return absl::OkStatus();
 }
@@ -404,8 +412,8 @@ void LogCommitter::Loop() {
     pending.reserve(logs.size());
     for (const auto& log : logs) {
       pending.push_back(log->TakePending());
-      absl::Status status = WriteAll(log->fd_.get(), pending.back().bytes,
-                                     log->path_);
+      absl::Status status =
+          WriteAll(log->fd_.get(), pending.back().bytes, log->path_);
       results.push_back(std::move(status));
     }
     for (size_t i = 0; i < logs.size(); ++i) {

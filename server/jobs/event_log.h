@@ -119,7 +119,7 @@ class EventLog : public std::enable_shared_from_this<EventLog> {
   std::vector<std::function<void()>> TakeWaitersLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::string path_;        // empty for memory logs
+  const std::string path_;         // empty for memory logs
   LogCommitter* const committer_;  // null for memory and finished logs
   const UniqueFd fd_;              // append fd of a file log
 

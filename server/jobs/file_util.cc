@@ -27,8 +27,8 @@ absl::Status FileError(absl::string_view operation, const std::string& path,
     case EPERM:
     case EROFS:
     case ENOTDIR:
-      return absl::FailedPreconditionError(absl::StrCat(
-          message, "; sdgd needs to write under its --state_dir"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(message, "; sdgd needs to write under its --state_dir"));
     default:
       return absl::InternalError(message);
   }

@@ -106,7 +106,8 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
     record_.state = finished->state();
     record_.reason = finished->reason();
     record_.finished = *finished;
-    if (record_.end_time == absl::InfinitePast()) record_.end_time = absl::Now();
+    if (record_.end_time == absl::InfinitePast())
+      record_.end_time = absl::Now();
     SaveRecordLocked();
   }
   if (record_.state != v1::JOB_STATE_QUEUED &&
@@ -162,7 +163,8 @@ void Job::MarkRunning() {
   absl::MutexLock lock(&mu_);
   record_.state = v1::JOB_STATE_RUNNING;
   run_start_ = absl::Now();
-  if (record_.start_time == absl::InfinitePast()) record_.start_time = run_start_;
+  if (record_.start_time == absl::InfinitePast())
+    record_.start_time = run_start_;
   last_progress_ = run_start_;
   rows_at_run_start_ = tally_.rows_succeeded();
   metrics_.JobStarted();
@@ -268,8 +270,8 @@ void Job::AppendProgressIfDueLocked() {
   v1::JobProgress* progress = event.mutable_progress();
   progress->set_rows_done(tally_.rows_succeeded());
   progress->set_rows_failed(tally_.rows_failed());
-  progress->set_rows_per_second(
-      (tally_.rows_succeeded() - rows_at_run_start_) / seconds);
+  progress->set_rows_per_second((tally_.rows_succeeded() - rows_at_run_start_) /
+                                seconds);
   progress->set_tokens_per_second(tokens_generated_ / seconds);
   AppendLocked(std::move(event));
 }
@@ -306,9 +308,9 @@ void Job::MarkFinished() {
         reason = std::string(stop_reason.message());
       } else if (tally_.shards_failed() > 0) {
         state = v1::JOB_STATE_FAILED;
-        reason = absl::StrCat(tally_.shards_failed(), " of ",
-                              plan_.shard_count(),
-                              " shards failed; see the shard_error events");
+        reason =
+            absl::StrCat(tally_.shards_failed(), " of ", plan_.shard_count(),
+                         " shards failed; see the shard_error events");
       } else {
         state = v1::JOB_STATE_SUCCEEDED;
       }

@@ -46,8 +46,9 @@ absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request) {
                       (request.dataset_id().empty() ? 0 : 1) +
                       (request.dataset_path().empty() ? 0 : 1);
   if (sources == 0) {
-    return Invalid("rows", "the dataset is empty (send rows, or name a "
-                           "dataset_id or a dataset_path)");
+    return Invalid("rows",
+                   "the dataset is empty (send rows, or name a "
+                   "dataset_id or a dataset_path)");
   }
   if (sources > 1) {
     return Invalid(DatasetSource(request),
@@ -61,9 +62,9 @@ absl::Status ValidateDataset(const JobSpec& spec, const DatasetInfo& dataset,
   if (dataset.rows == 0) return Invalid(source, "the dataset is empty");
   for (const std::string& column : spec.prompt_template.columns()) {
     if (std::optional<int64_t> row = dataset.FirstRowMissing(column)) {
-      return Invalid("block.prompt_template",
-                     absl::StrCat("column \"", column,
-                                  "\" is missing from row ", *row));
+      return Invalid(
+          "block.prompt_template",
+          absl::StrCat("column \"", column, "\" is missing from row ", *row));
     }
   }
   return absl::OkStatus();

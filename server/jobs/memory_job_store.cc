@@ -89,8 +89,8 @@ absl::StatusOr<StoredDataset> MemoryJobStore::FindUpload(
   absl::MutexLock lock(&mu_);
   auto it = uploads_.find(dataset_id);
   if (it == uploads_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "dataset_id: no dataset \"", dataset_id, "\"; upload it first"));
+    return absl::NotFoundError(absl::StrCat("dataset_id: no dataset \"",
+                                            dataset_id, "\"; upload it first"));
   }
   return it->second;
 }
@@ -130,8 +130,7 @@ absl::StatusOr<std::vector<JobRecord>> MemoryJobStore::LoadJobs() {
 }
 
 absl::StatusOr<std::shared_ptr<EventLog>> MemoryJobStore::OpenJobLog(
-    const std::string& job_id,
-    absl::FunctionRef<void(const v1::JobEvent&)>) {
+    const std::string& job_id, absl::FunctionRef<void(const v1::JobEvent&)>) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<EventLog>& log = logs_[job_id];
   if (log == nullptr) log = EventLog::InMemory();

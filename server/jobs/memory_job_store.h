@@ -45,8 +45,7 @@ class MemoryJobStore final : public JobStore {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<Dataset>> upload_datasets_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, StoredDataset> uploads_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, StoredDataset> uploads_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<EventLog>> logs_
       ABSL_GUARDED_BY(mu_);
 };

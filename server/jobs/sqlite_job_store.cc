@@ -2,8 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -61,8 +61,8 @@ std::string ColumnBytes(sqlite3_stmt* stmt, int index) {
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     const std::string& state_dir) {
-  for (const std::string& dir : {state_dir, state_dir + "/jobs",
-                                 state_dir + "/uploads"}) {
+  for (const std::string& dir :
+       {state_dir, state_dir + "/jobs", state_dir + "/uploads"}) {
     if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
   }
   // SQLite reports an unwritable directory late and vaguely; ask first.
@@ -71,20 +71,20 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
   }
   // One server per state_dir: a second would resume the same jobs.
   const std::string lock_path = state_dir + "/LOCK";
-  UniqueFd lock_fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd lock_fd(
+      ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (lock_fd.get() < 0) return FileError("open", lock_path, errno);
   if (::flock(lock_fd.get(), LOCK_EX | LOCK_NB) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "--state_dir ", state_dir,
-        " is in use by another sdgd (", lock_path,
+        "--state_dir ", state_dir, " is in use by another sdgd (", lock_path,
         " is locked); give each server its own state_dir"));
   }
   const std::string path = state_dir + "/sdgd.db";
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-                               SQLITE_OPEN_FULLMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+      nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
@@ -131,8 +131,8 @@ std::string SqliteJobStore::UploadDir(const std::string& dataset_id) const {
 
 absl::Status SqliteJobStore::Error(const char* what) {
   const int code = sqlite3_errcode(db_);
-  std::string message = absl::StrCat("SQLite (", state_dir_,
-                                     "/sdgd.db): ", sqlite3_errmsg(db_));
+  std::string message =
+      absl::StrCat("SQLite (", state_dir_, "/sdgd.db): ", sqlite3_errmsg(db_));
   if (code == SQLITE_FULL) {
     return absl::ResourceExhaustedError(
         absl::StrCat(message, "; free space on the state_dir's volume"));
@@ -223,9 +223,10 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
   std::optional<StoredDataset> found;
   absl::Status info_status;
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_,
-                         "SELECT dataset, info, create_ns FROM uploads WHERE dataset_id = ?",
-                         -1, &stmt, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(
+          db_,
+          "SELECT dataset, info, create_ns FROM uploads WHERE dataset_id = ?",
+          -1, &stmt, nullptr) != SQLITE_OK) {
     return Error("select upload");
   }
   BindText(stmt, 1, dataset_id);
@@ -245,8 +246,8 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
   sqlite3_finalize(stmt);
   if (!info_status.ok()) return info_status;
   if (!found.has_value()) {
-    return absl::NotFoundError(absl::StrCat(
-        "dataset_id: no dataset \"", dataset_id, "\"; upload it first"));
+    return absl::NotFoundError(absl::StrCat("dataset_id: no dataset \"",
+                                            dataset_id, "\"; upload it first"));
   }
   return *std::move(found);
 }
@@ -267,10 +268,9 @@ absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
     }
     sqlite3_finalize(stmt);
     for (const std::string& id : expired) {
-      if (absl::Status s = Execute("DELETE FROM uploads WHERE dataset_id = ?",
-                                   [&](sqlite3_stmt* delete_stmt) {
-                                     BindText(delete_stmt, 1, id);
-                                   });
+      if (absl::Status s = Execute(
+              "DELETE FROM uploads WHERE dataset_id = ?",
+              [&](sqlite3_stmt* delete_stmt) { BindText(delete_stmt, 1, id); });
           !s.ok()) {
         return s;
       }
@@ -313,10 +313,9 @@ absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
 absl::Status SqliteJobStore::RemoveJob(const std::string& job_id) {
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status s = Execute("DELETE FROM jobs WHERE job_id = ?",
-                                 [&](sqlite3_stmt* stmt) {
-                                   BindText(stmt, 1, job_id);
-                                 });
+    if (absl::Status s =
+            Execute("DELETE FROM jobs WHERE job_id = ?",
+                    [&](sqlite3_stmt* stmt) { BindText(stmt, 1, job_id); });
         !s.ok()) {
       return s;
     }

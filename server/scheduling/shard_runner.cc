@@ -44,9 +44,10 @@ ShardOutcome Failed(absl::Status status, int attempts = 0) {
 
 }  // namespace
 
-ShardOutcome BackendShardRunner::Run(
-    const JobSpec& spec, const ShardSpec& shard,
-    std::vector<google::protobuf::Struct> rows, CancellationToken& token) {
+ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
+                                     const ShardSpec& shard,
+                                     std::vector<google::protobuf::Struct> rows,
+                                     CancellationToken& token) {
   if (token.IsCancelled()) return Failed(token.reason());
   auto backend = backends_.find(spec.block.backend());
   if (backend == backends_.end()) {

@@ -33,7 +33,7 @@ constexpr int kInFlightRows = kBatchSize * kNumWorkers;
 struct KillPoint {
   std::string name;
   int signal_number;
-  int after_rows;  // kill once this many rows are committed
+  int after_rows;          // kill once this many rows are committed
   bool torn_tail = false;  // append half a record to the log before restart
   // The last requests hang, so that the stop surely comes before the end.
   bool hang_last_requests = false;
@@ -53,8 +53,8 @@ void PrintTo(const KillPoint& point, std::ostream* out) { *out << point.name; }
 std::string Dataset() {
   std::string text;
   for (int i = 0; i < kRows; ++i) {
-    text += json{{"id", i}, {"q", "question " + std::to_string(i)}}.dump() +
-            "\n";
+    text +=
+        json{{"id", i}, {"q", "question " + std::to_string(i)}}.dump() + "\n";
   }
   return text;
 }
@@ -91,7 +91,8 @@ class DurabilityTest : public StackTest,
     CommandResult result =
         (*stack)->Sdgctl(GenerateArgs((*stack)->dir(), "reference"));
     ASSERT_EQ(result.exit_code, 0) << result.err;
-    reference_ = new std::string(ReadFile((*stack)->dir() + "/reference.jsonl"));
+    reference_ =
+        new std::string(ReadFile((*stack)->dir() + "/reference.jsonl"));
   }
   static void TearDownTestSuite() {
     delete reference_;
@@ -133,9 +134,9 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
                                     stack_->dir() + "/job.stderr");
   ASSERT_TRUE(client.ok()) << client.status();
 
-  ASSERT_TRUE(Eventually(
-      [&] { return RowsCommitted("job") >= point.after_rows; },
-      absl::Seconds(120)))
+  ASSERT_TRUE(
+      Eventually([&] { return RowsCommitted("job") >= point.after_rows; },
+                 absl::Seconds(120)))
       << ReadFile(stack_->dir() + "/job.stderr");
   const int64_t committed_at_stop = RowsCommitted("job");
   absl::StatusOr<int> old_status = [&]() -> absl::StatusOr<int> {
@@ -175,13 +176,12 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
 
 INSTANTIATE_TEST_SUITE_P(
     KillPoints, DurabilityTest,
-    ::testing::Values(
-        KillPoint{"KillBeforeTheFirstCommit", SIGKILL, 0},
-        KillPoint{"KillMidJob", SIGKILL, kRows / 2},
-        KillPoint{"KillDuringTheLastShards", SIGKILL, kRows - 4 * kBatchSize,
-                  false, true},
-        KillPoint{"KillWithATornTail", SIGKILL, kRows / 3, true},
-        KillPoint{"SigtermMidJob", SIGTERM, kRows / 2}),
+    ::testing::Values(KillPoint{"KillBeforeTheFirstCommit", SIGKILL, 0},
+                      KillPoint{"KillMidJob", SIGKILL, kRows / 2},
+                      KillPoint{"KillDuringTheLastShards", SIGKILL,
+                                kRows - 4 * kBatchSize, false, true},
+                      KillPoint{"KillWithATornTail", SIGKILL, kRows / 3, true},
+                      KillPoint{"SigtermMidJob", SIGTERM, kRows / 2}),
     [](const auto& info) { return info.param.name; });
 
 TEST(StateDirTest, AStateDirThatCannotBeUsedStopsTheStartAndIsNamed) {

@@ -114,10 +114,10 @@ TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
   EXPECT_EQ(Health("liveness"), grpc::health::v1::HealthCheckResponse::SERVING);
 
   // sdgctl waits for a restarting server to come back; here it never does.
-  CommandResult refused = stack_->Sdgctl(
-      {"generate", "--input=" + Input(),
-       "--output=" + stack_->dir() + "/new.jsonl", "--model=m",
-       "--template={{q}}", "--reconnect_for=1s"});
+  CommandResult refused =
+      stack_->Sdgctl({"generate", "--input=" + Input(),
+                      "--output=" + stack_->dir() + "/new.jsonl", "--model=m",
+                      "--template={{q}}", "--reconnect_for=1s"});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.err, HasSubstr("UNAVAILABLE: server is shutting down"));
 

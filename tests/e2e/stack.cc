@@ -45,16 +45,17 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
 
 absl::Status Stack::StartSdgd() {
   // One log per start, so that a restart keeps the previous one.
-  sdgd_logs_.push_back(
-      absl::StrCat(dir_, "/sdgd", sdgd_logs_.empty() ? "" : absl::StrCat(".", sdgd_logs_.size()), ".log"));
+  sdgd_logs_.push_back(absl::StrCat(
+      dir_, "/sdgd",
+      sdgd_logs_.empty() ? "" : absl::StrCat(".", sdgd_logs_.size()), ".log"));
   auto server = Subprocess::Start(sdgd_argv_, sdgd_logs_.back());
   if (!server.ok()) return server.status();
   sdgd_ = *std::move(server);
   auto line = sdgd_->ReadLineStartingWith("sdgd listening on", kStartTimeout);
   if (!line.ok()) {
-    return absl::Status(line.status().code(),
-                        absl::StrCat(line.status().message(), "; sdgd log:\n",
-                                     SdgdLog()));
+    return absl::Status(
+        line.status().code(),
+        absl::StrCat(line.status().message(), "; sdgd log:\n", SdgdLog()));
   }
   port_ = PortFromLine(*line);
   line = sdgd_->ReadLineStartingWith("sdgd metrics on", kStartTimeout);

@@ -166,7 +166,8 @@ TEST_F(CancellationTest, ShutdownCancelsRunningJobsAndSendsFinished) {
       Eventually([&] { return slow_.Stats()["closed_by_client"] == 8; }));
 }
 
-TEST_F(CancellationTest, ShutdownSuspendsRunningJobsAndTheNextServerResumesThem) {
+TEST_F(CancellationTest,
+       ShutdownSuspendsRunningJobsAndTheNextServerResumesThem) {
   // Every request hangs, so only `started` is committed; after the restart
   // every shard runs again, on a backend that answers.
   auto call = RunInBackground(HangingJob("suspended"));

@@ -1,14 +1,13 @@
 // Jobs that outlive their callers: CreateJob and WatchJob with sequences,
 // idempotent submit, uploads and dataset paths, listing and deleting, in
 // process against llmsim, on the durable store.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "tests/integration/service_fixture.h"
 
@@ -147,10 +146,10 @@ TEST_F(DurableJobsTest, IdempotentCreateAndConflictingCreate) {
 }
 
 TEST_F(DurableJobsTest, UploadedDatasetRunsAndABadLineIsNamed) {
-  absl::StatusOr<v1::Dataset> dataset = Upload(
-      {"{\"id\": 0, \"question\": \"a\"}\n{\"id\": 1, \"ques",
-       "tion\": \"b\"}\n{\"id\": 2, \"question\": \"c\"}"},
-      "three");
+  absl::StatusOr<v1::Dataset> dataset =
+      Upload({"{\"id\": 0, \"question\": \"a\"}\n{\"id\": 1, \"ques",
+              "tion\": \"b\"}\n{\"id\": 2, \"question\": \"c\"}"},
+             "three");
   ASSERT_TRUE(dataset.ok()) << dataset.status();
   EXPECT_EQ(dataset->dataset_id(), "three");
   EXPECT_EQ(dataset->rows(), 3);
@@ -164,9 +163,8 @@ TEST_F(DurableJobsTest, UploadedDatasetRunsAndABadLineIsNamed) {
   EXPECT_EQ(events.Rows()[2].columns().fields().at("question").string_value(),
             "c");
 
-  absl::StatusOr<v1::Dataset> bad =
-      Upload({"{\"id\": 0}\n", "{\"id\": 1}\n{\"id\": 2\n{\"id\": 3}\n"},
-             "bad");
+  absl::StatusOr<v1::Dataset> bad = Upload(
+      {"{\"id\": 0}\n", "{\"id\": 1}\n{\"id\": 2\n{\"id\": 3}\n"}, "bad");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("line 3: not a JSON object"));
   // Nothing was stored under that id.
@@ -174,9 +172,9 @@ TEST_F(DurableJobsTest, UploadedDatasetRunsAndABadLineIsNamed) {
   request.set_dataset_id("bad");
   EXPECT_EQ(Create(request).status().code(), absl::StatusCode::kNotFound);
   // A template column that some row lacks is refused at create time.
-  ASSERT_TRUE(Upload({"{\"id\": 0, \"question\": \"a\"}\n{\"id\": 1}\n"},
-                     "gappy")
-                  .ok());
+  ASSERT_TRUE(
+      Upload({"{\"id\": 0, \"question\": \"a\"}\n{\"id\": 1}\n"}, "gappy")
+          .ok());
   request.set_job_id("from-gappy");
   request.set_dataset_id("gappy");
   EXPECT_EQ(Create(request).status().message(),
@@ -187,7 +185,8 @@ TEST_F(DurableJobsTest, DatasetPathMustStayUnderTheDataRoot) {
   const std::string root = MakeTempDir();
   const std::string outside = MakeTempDir();
   std::ofstream(root + "/in.jsonl") << "{\"id\": 7, \"question\": \"q\"}\n";
-  std::ofstream(outside + "/secret.jsonl") << "{\"id\": 1, \"question\": \"s\"}\n";
+  std::ofstream(outside + "/secret.jsonl")
+      << "{\"id\": 1, \"question\": \"s\"}\n";
   std::filesystem::create_symlink(outside + "/secret.jsonl",
                                   root + "/link.jsonl");
   ServerOptions options;
@@ -200,7 +199,8 @@ TEST_F(DurableJobsTest, DatasetPathMustStayUnderTheDataRoot) {
   EXPECT_EQ(Watch("by-path", 0).Finished().rows_succeeded(), 1);
 
   request.set_job_id("dotdot");
-  request.set_dataset_path("../" + std::filesystem::path(outside).filename().string() +
+  request.set_dataset_path("../" +
+                           std::filesystem::path(outside).filename().string() +
                            "/secret.jsonl");
   absl::Status dotdot = Create(request).status();
   EXPECT_EQ(dotdot.code(), absl::StatusCode::kInvalidArgument);

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/server.h"
 #include "tests/llmsim/sim_server.h"

@@ -73,15 +73,14 @@ TEST_F(JobRegistryTest, PagesFollowEachOtherWithoutGapOrRepeat) {
   EXPECT_THAT(Ids(*first), ::testing::ElementsAre("a", "b"));
   // A job removed between pages does not shift the next page.
   registry.Remove("c");
-  auto second = registry.ListPage(first->next_page_token, 2,
-                                  v1::JOB_STATE_UNSPECIFIED);
+  auto second =
+      registry.ListPage(first->next_page_token, 2, v1::JOB_STATE_UNSPECIFIED);
   ASSERT_TRUE(second.ok());
   EXPECT_THAT(Ids(*second), ::testing::ElementsAre("d", "e"));
   EXPECT_EQ(second->next_page_token, "");
-  EXPECT_EQ(registry.ListPage("x", 2, v1::JOB_STATE_UNSPECIFIED)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      registry.ListPage("x", 2, v1::JOB_STATE_UNSPECIFIED).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(JobRegistryTest, StateFilterSkipsOtherJobs) {

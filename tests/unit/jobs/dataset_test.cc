@@ -2,10 +2,10 @@
 // store; JSON lines split at any chunk boundary; bad lines named.
 #include "server/jobs/dataset.h"
 
-#include <fstream>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "tests/testing/subprocess.h"
 
@@ -75,8 +75,7 @@ TEST(DatasetTest, InfoSaysWhichRowFirstLacksAColumn) {
 }
 
 TEST(JsonLinesDecoderTest, LinesSplitAcrossChunksAreWhole) {
-  const std::string text =
-      "{\"q\": \"a\"}\n\n{\"q\": \"b\"}\r\n{\"q\": \"c\"}";
+  const std::string text = "{\"q\": \"a\"}\n\n{\"q\": \"b\"}\r\n{\"q\": \"c\"}";
   for (size_t cut = 0; cut <= text.size(); ++cut) {
     JsonLinesDecoder decoder;
     std::vector<std::string> seen;
@@ -95,8 +94,7 @@ TEST(JsonLinesDecoderTest, LinesSplitAcrossChunksAreWhole) {
 TEST(JsonLinesDecoderTest, BadLineIsNamedByItsNumber) {
   JsonLinesDecoder decoder;
   auto add = [](google::protobuf::Struct) { return absl::OkStatus(); };
-  absl::Status status =
-      decoder.Feed("{\"q\": 1}\n\n[1, 2]\n{\"q\": 2}\n", add);
+  absl::Status status = decoder.Feed("{\"q\": 1}\n\n[1, 2]\n{\"q\": 2}\n", add);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("line 3: not a JSON object"));
 }

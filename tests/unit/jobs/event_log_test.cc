@@ -4,6 +4,8 @@
 #include "server/jobs/event_log.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,9 +13,6 @@
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
 #include "tests/testing/subprocess.h"
@@ -63,6 +62,21 @@ std::vector<int64_t> ReplayShards(const std::string& path,
 
 class EventLogTest : public ::testing::Test {
  protected:
+  // Opens the file log, commits `count` shard results and, if `end`, the
+  // log's end; returns the log (still open).
+  std::shared_ptr<EventLog> WriteShards(LogCommitter& committer, int count,
+                                        bool end = false) {
+    std::shared_ptr<EventLog> log;
+    ReplayShards(path_, committer, &log);
+    for (int i = 0; i < count; ++i) {
+      v1::JobEvent event = ResultOfShard(i);
+      log->Append(event);
+    }
+    if (end) log->End(absl::OkStatus());
+    log->AwaitCommitted();
+    return log;
+  }
+
   std::string path_ = testing::MakeTempDir() + "/events.log";
 };
 
@@ -129,15 +143,7 @@ TEST_F(EventLogTest, FileLogIsReadBackOnlyOnceCommitted) {
 
 TEST_F(EventLogTest, TornTailIsCutAndNotParsed) {
   LogCommitter committer;
-  {
-    std::shared_ptr<EventLog> log;
-    ReplayShards(path_, committer, &log);
-    for (int i = 0; i < 3; ++i) {
-      v1::JobEvent event = ResultOfShard(i);
-      log->Append(event);
-    }
-    log->AwaitCommitted();
-  }
+  WriteShards(committer, 3);
   const auto whole = std::filesystem::file_size(path_);
   {
     // A crash mid-write: the first 20 bytes of a fourth record.
@@ -160,15 +166,7 @@ TEST_F(EventLogTest, TornTailIsCutAndNotParsed) {
 
 TEST_F(EventLogTest, FlippedByteEndsTheLogThere) {
   LogCommitter committer;
-  {
-    std::shared_ptr<EventLog> log;
-    ReplayShards(path_, committer, &log);
-    for (int i = 0; i < 3; ++i) {
-      v1::JobEvent event = ResultOfShard(i);
-      log->Append(event);
-    }
-    log->AwaitCommitted();
-  }
+  WriteShards(committer, 3);
   // Damage the last record's payload: its CRC no longer matches.
   const auto size = std::filesystem::file_size(path_);
   {
@@ -181,16 +179,7 @@ TEST_F(EventLogTest, FlippedByteEndsTheLogThere) {
 
 TEST_F(EventLogTest, FinishedLogIsReadToItsEnd) {
   LogCommitter committer;
-  {
-    std::shared_ptr<EventLog> log;
-    ReplayShards(path_, committer, &log);
-    for (int i = 0; i < 4; ++i) {
-      v1::JobEvent event = ResultOfShard(i);
-      log->Append(event);
-    }
-    log->End(absl::OkStatus());
-    log->AwaitCommitted();
-  }
+  WriteShards(committer, 4, /*end=*/true);
   auto finished = EventLog::OpenFinished(path_);
   auto reader = *finished->Read(1);
   int read = 0;
@@ -202,13 +191,7 @@ TEST_F(EventLogTest, FinishedLogIsReadToItsEnd) {
 
 TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
   LogCommitter committer;
-  std::shared_ptr<EventLog> log;
-  ReplayShards(path_, committer, &log);
-  for (int i = 0; i < 3; ++i) {
-    v1::JobEvent event = ResultOfShard(i);
-    log->Append(event);
-  }
-  log->AwaitCommitted();
+  std::shared_ptr<EventLog> log = WriteShards(committer, 3);
   const auto committed_size = std::filesystem::file_size(path_);
 
   // The file may not grow past 100 more bytes (this test's process only):
@@ -226,7 +209,9 @@ TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
     failed.Notify();
   });
   v1::JobEvent big = ResultOfShard(3);
-  (*big.mutable_shard_result()->mutable_rows(0)->mutable_columns()
+  (*big.mutable_shard_result()
+        ->mutable_rows(0)
+        ->mutable_columns()
         ->mutable_fields())["output"]
       .set_string_value(std::string(1000, 'y'));
   log->Append(big);
@@ -251,8 +236,8 @@ TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
 TEST_F(EventLogTest, UnwritableFileIsResourceExhaustedNamingIt) {
   // /dev/full takes the open and refuses every write: a full disk.
   LogCommitter committer;
-  auto log = EventLog::OpenFile("/dev/full", committer,
-                                [](const v1::JobEvent&) {});
+  auto log =
+      EventLog::OpenFile("/dev/full", committer, [](const v1::JobEvent&) {});
   ASSERT_FALSE(log.ok());
   EXPECT_EQ(log.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(log.status().message(), HasSubstr("/dev/full"));

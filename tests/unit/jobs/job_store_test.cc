@@ -1,16 +1,14 @@
 // The SQLite store without a server: records survive reopening, uploads and
 // job datasets live in their own directories, one server per state_dir.
-#include "server/jobs/sqlite_job_store.h"
-
 #include <errno.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include "server/jobs/file_util.h"
+#include "server/jobs/sqlite_job_store.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
