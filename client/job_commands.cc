@@ -37,6 +37,18 @@ void PrintJob(const v1::Job& job, std::ostream& out) {
   out << json;
 }
 
+absl::StatusOr<v1::Job> FetchJob(v1::GenerationService::StubInterface& stub,
+                                 const std::string& job_id) {
+  grpc::ClientContext context;
+  SetDeadline(context);
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::Job job;
+  grpc::Status status = stub.GetJob(&context, request, &job);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return job;
+}
+
 }  // namespace
 
 absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
@@ -75,14 +87,9 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
 
 absl::Status GetJobCommand(v1::GenerationService::StubInterface& stub,
                            const std::string& job_id, std::ostream& out) {
-  grpc::ClientContext context;
-  SetDeadline(context);
-  v1::GetJobRequest request;
-  request.set_job_id(job_id);
-  v1::Job job;
-  grpc::Status status = stub.GetJob(&context, request, &job);
-  if (!status.ok()) return FromGrpcStatus(status);
-  PrintJob(job, out);
+  absl::StatusOr<v1::Job> job = FetchJob(stub, job_id);
+  if (!job.ok()) return job.status();
+  PrintJob(*job, out);
   return absl::OkStatus();
 }
 
@@ -98,10 +105,6 @@ absl::Status CancelJobCommand(v1::GenerationService::StubInterface& stub,
   PrintJob(job, out);
   return absl::OkStatus();
 }
-
-}  // namespace sdg
-
-namespace sdg {
 
 absl::Status DeleteJobCommand(v1::GenerationService::StubInterface& stub,
                               const std::string& job_id, std::ostream& out) {
@@ -122,15 +125,9 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
                            const FollowOptions& follow, std::ostream& log) {
   auto stub = v1::GenerationService::NewStub(
       std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
-  v1::Job job;
-  {
-    grpc::ClientContext context;
-    SetDeadline(context);
-    v1::GetJobRequest request;
-    request.set_job_id(job_id);
-    grpc::Status status = stub->GetJob(&context, request, &job);
-    if (!status.ok()) return FromGrpcStatus(status);
-  }
+  absl::StatusOr<v1::Job> fetched = FetchJob(*stub, job_id);
+  if (!fetched.ok()) return fetched.status();
+  const v1::Job& job = *fetched;
   std::ofstream output(output_path, std::ios::trunc);
   std::ofstream errors(errors_path, std::ios::trunc);
   if (!output || !errors) {

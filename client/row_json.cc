@@ -1,5 +1,6 @@
 #include "client/row_json.h"
 
+#include <cmath>
 #include <fstream>
 
 #include "absl/strings/ascii.h"
@@ -84,8 +85,17 @@ JsonRow ValueToJson(const google::protobuf::Value& value) {
   switch (value.kind_case()) {
     case google::protobuf::Value::kBoolValue:
       return value.bool_value();
-    case google::protobuf::Value::kNumberValue:
-      return value.number_value();
+    case google::protobuf::Value::kNumberValue: {
+      // A Struct holds every number as a double; one that is a whole number
+      // (and exact, under 2^53) was an integer in the input, and is written
+      // as one, as protobuf's JSON printer does.
+      const double number = value.number_value();
+      constexpr double kExact = 9007199254740992.0;  // 2^53
+      if (std::trunc(number) == number && std::fabs(number) < kExact) {
+        return static_cast<int64_t>(number);
+      }
+      return number;
+    }
     case google::protobuf::Value::kStringValue:
       return value.string_value();
     case google::protobuf::Value::kListValue: {

@@ -66,6 +66,44 @@ TEST_F(EndToEndTest, HundredRowsComeBackInInputOrder) {
   EXPECT_EQ(ReadFile(Out() + ".errors.jsonl"), "");
 }
 
+TEST_F(EndToEndTest, SubmitWatchOutputDeleteOfADetachedJob) {
+  Start();
+  std::string in = WriteDataset(30);
+  CommandResult submitted = stack_->Sdgctl(
+      {"submit", "--input=" + in, "--model=m", "--template={{question}}",
+       "--batch_size=4", "--job_id=detached-job"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  EXPECT_EQ(submitted.out, "detached-job\n");
+
+  CommandResult watched = stack_->Sdgctl({"watch", "detached-job"});
+  EXPECT_EQ(watched.exit_code, 0) << watched.err;
+  EXPECT_THAT(watched.err, HasSubstr("JOB_STATE_SUCCEEDED: 30 rows generated"));
+
+  CommandResult output =
+      stack_->Sdgctl({"output", "detached-job", "-o", Out()});
+  ASSERT_EQ(output.exit_code, 0) << output.err;
+  std::vector<json> lines = JsonLines(ReadFile(Out()));
+  ASSERT_EQ(lines.size(), 30u);
+  for (int i = 0; i < 30; ++i) {
+    // Without the input file: the columns sdgd returns, keys sorted.
+    EXPECT_EQ(
+        lines[i].dump(),
+        json({{"id", i},
+              {"output", "sim(0): What is item " + std::to_string(i) + "?"},
+              {"question", "What is item " + std::to_string(i) + "?"}})
+            .dump());
+  }
+  EXPECT_EQ(ReadFile(Out() + ".errors.jsonl"), "");
+
+  CommandResult listed = stack_->Sdgctl({"jobs", "--state=succeeded"});
+  EXPECT_THAT(listed.out, HasSubstr("detached-job"));
+  CommandResult deleted = stack_->Sdgctl({"delete", "detached-job"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.err;
+  CommandResult gone = stack_->Sdgctl({"get", "detached-job"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
+}
+
 TEST_F(EndToEndTest, ChatApiWithABlockFile) {
   Start();
   std::string in = WriteDataset(10);

@@ -57,6 +57,9 @@ TEST(RowJsonTest, StructRoundTripKeepsValues) {
   EXPECT_EQ(back["o"]["k"], "v");
   EXPECT_TRUE(back["n"].is_null());
   EXPECT_EQ(back["f"], 0.5);
+  // Whole numbers come back as integers, as they were written.
+  EXPECT_EQ(back["i"].dump(), "3");
+  EXPECT_EQ(back["l"][0].dump(), "1");
 }
 
 }  // namespace
