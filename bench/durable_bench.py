@@ -27,7 +27,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend_bench import free_port, start_printing_port  # noqa: E402
+import backend_bench  # noqa: E402
+from backend_bench import cpu_seconds, free_port, start_printing_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,14 +63,8 @@ class Bench:
         self.build, self.work = build, work
         self.procs, self.results = [], {}
 
-    def start_llmsim(self, *flags):
-        log = open(os.path.join(self.work, "llmsim.log"), "a")
-        proc, port = start_printing_port(
-            [os.path.join(self.build, "tests/llmsim/llmsim"),
-             "--listen=127.0.0.1:0", "--model=m", *flags],
-            "llmsim listening on", log)
-        self.procs.append(proc)
-        return port
+    # The same llmsim start as the backend benchmark's (build, work, procs).
+    start_llmsim = backend_bench.Bench.start_llmsim
 
     def start_sdgd(self, store_args, port=0):
         log = open(os.path.join(self.work, "sdgd.log"), "a")
@@ -209,12 +204,6 @@ class Bench:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main():

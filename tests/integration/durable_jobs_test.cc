@@ -24,10 +24,7 @@ class DurableJobsTest : public ServiceFixture {
     grpc::ClientContext context;
     v1::Job job;
     grpc::Status status = stub_->CreateJob(&context, request, &job);
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          status.error_message());
-    }
+    if (!status.ok()) return FromGrpc(status);
     return job;
   }
 
@@ -64,10 +61,7 @@ class DurableJobsTest : public ServiceFixture {
     }
     writer->WritesDone();
     grpc::Status status = writer->Finish();
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          status.error_message());
-    }
+    if (!status.ok()) return FromGrpc(status);
     return dataset;
   }
 

@@ -76,6 +76,12 @@ struct Events {
   }
 };
 
+// gRPC and absl share the canonical code numbering.
+inline absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
 // Equal events (a row's columns are a map: its bytes are not comparable).
 inline bool SameEvent(const v1::JobEvent& a, const v1::JobEvent& b) {
   return google::protobuf::util::MessageDifferencer::Equals(a, b);
@@ -198,10 +204,7 @@ class ServiceFixture : public ::testing::Test {
     request.set_job_id(id);
     v1::Job job;
     grpc::Status status = stub_->GetJob(&context, request, &job);
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          status.error_message());
-    }
+    if (!status.ok()) return FromGrpc(status);
     return job;
   }
 
