@@ -99,8 +99,6 @@ absl::StatusOr<v1::Block> LoadBlockFile(const std::string& path) {
   return block;
 }
 
-namespace {}  // namespace
-
 v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
                                     const std::string& dataset_id) {
   v1::GenerateJobRequest request;
@@ -111,6 +109,7 @@ v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
   request.set_num_workers(options.num_workers);
   request.set_error_policy(options.fail_fast ? v1::ERROR_POLICY_FAIL_FAST
                                              : v1::ERROR_POLICY_CONTINUE);
+  request.set_result_columns(options.result_columns);
   if (options.timeout.has_value()) {
     absl::Duration rest = *options.timeout;
     int64_t seconds = absl::IDivDuration(rest, absl::Seconds(1), &rest);
@@ -206,6 +205,15 @@ class ResultFiles {
   std::unique_ptr<OrderedOutput> ordered_;
 };
 
+// Rows, not samples: a row's samples may span events, so each row counts
+// by its first.
+int64_t RowsIn(const v1::ShardResult& result) {
+  int64_t rows = 0;
+  for (const v1::ResultRow& row : result.rows())
+    rows += row.sample_index() == 0;
+  return rows;
+}
+
 // Rows seen so far, for the progress line.
 struct Tally {
   int64_t done = 0;
@@ -223,7 +231,7 @@ absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
       break;
     case v1::JobEvent::kShardResult:
       if (files.is_open()) files.ordered()->AddResult(event.shard_result());
-      tally.done += event.shard_result().rows_size() / files.samples();
+      tally.done += RowsIn(event.shard_result());
       progress.Update(tally.done, tally.failed, summary.total_rows, false);
       break;
     case v1::JobEvent::kShardError:
@@ -265,7 +273,10 @@ absl::StatusOr<GenerateSummary> RunGenerate(
   absl::StatusOr<std::vector<JsonRow>> inputs =
       ReadJsonlRows(options.input_path);
   if (!inputs.ok()) return inputs.status();
-  absl::StatusOr<v1::Job> job = SubmitJob(channel, options);
+  // The results carry only the output column: joined here with the input.
+  GenerateOptions output_only = options;
+  output_only.result_columns = v1::RESULT_COLUMNS_OUTPUT_ONLY;
+  absl::StatusOr<v1::Job> job = SubmitJob(channel, output_only);
   if (!job.ok()) return job.status();
   on_created(job->job_id());
 
@@ -317,15 +328,9 @@ absl::StatusOr<FollowResult> WatchWithProgress(grpc::Channel& channel,
           case v1::JobEvent::kStarted:
             total = event.started().total_rows();
             break;
-          case v1::JobEvent::kShardResult: {
-            // Rows, not samples: count distinct row indexes.
-            int64_t last = -1;
-            for (const v1::ResultRow& row : event.shard_result().rows()) {
-              if (row.row_index() != last) ++tally.done;
-              last = row.row_index();
-            }
+          case v1::JobEvent::kShardResult:
+            tally.done += RowsIn(event.shard_result());
             break;
-          }
           case v1::JobEvent::kShardError:
             tally.failed += event.shard_error().row_count();
             break;

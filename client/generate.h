@@ -29,6 +29,9 @@ struct GenerateOptions {
   int batch_size = 0;
   int num_workers = 0;
   bool fail_fast = false;
+  // OUTPUT_ONLY when sdgctl joins the results with its own copy of the input
+  // (generate); ALL when another command may fetch them (submit).
+  v1::ResultColumns result_columns = v1::RESULT_COLUMNS_ALL;
   std::optional<absl::Duration> timeout;
   FollowOptions follow;
 };

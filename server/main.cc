@@ -25,6 +25,10 @@ ABSL_FLAG(int, max_workers, 64, "shards in progress at once, across all jobs");
 ABSL_FLAG(int, max_jobs, 16, "jobs running at once; more wait in a queue");
 ABSL_FLAG(int, max_queued_jobs, 64,
           "jobs waiting to run; beyond, GenerateJob gets RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20,
+          "a row whose prompt renders longer fails with its own error");
+ABSL_FLAG(int64_t, max_shard_prompt_bytes, 64 << 20,
+          "the prompts of one shard together; rows past it fail");
 ABSL_FLAG(int, backend_max_attempts, 3, "HTTP attempts per backend request");
 ABSL_FLAG(absl::Duration, backend_connect_timeout, absl::Seconds(5),
           "backend connect timeout");
@@ -93,6 +97,10 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
         "--on_shutdown must be suspend or cancel, got \"", on_shutdown, "\""));
   }
   options.service.limits.default_num_workers = sdg::DefaultNumWorkers();
+  options.service.limits.max_prompt_bytes = static_cast<size_t>(
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_max_prompt_bytes)));
+  options.service.limits.max_shard_prompt_bytes = static_cast<size_t>(
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_max_shard_prompt_bytes)));
   backend_flags.defaults.retry.max_attempts =
       absl::GetFlag(FLAGS_backend_max_attempts);
   absl::StatusOr<std::vector<sdg::BackendOptions>> backends =

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "base/quote.h"
 #include "server/api/status_util.h"
 #include "server/jobs/job_spec.h"
 
@@ -34,9 +35,9 @@ absl::Status DatasetUploadReactor::Take(const v1::DatasetChunk& chunk) {
           "starting with '.'");
     }
     if (store_.FindUpload(dataset_id_).ok()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "dataset_id: \"", dataset_id_,
-          "\" already exists; choose another id or leave it empty"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("dataset_id: ", Quoted(dataset_id_),
+                       " already exists; choose another id or leave it empty"));
     }
     absl::StatusOr<std::unique_ptr<DatasetBuilder>> builder =
         store_.NewUpload(dataset_id_);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "base/quote.h"
 #include "sdg/v1/block_defaults.h"
 #include "server/api/dataset_upload.h"
 #include "server/api/job_stream.h"
@@ -54,8 +55,8 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
         existing.ok()) {
       if ((*existing)->request_digest() == digest) return existing;
       return absl::AlreadyExistsError(
-          absl::StrCat("job_id: a job \"", request.job_id(),
-                       "\" already exists with a different request; choose "
+          absl::StrCat("job_id: a job ", Quoted(request.job_id()),
+                       " already exists with a different request; choose "
                        "another id or leave job_id empty"));
     }
   }
@@ -65,7 +66,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
       spec.ok() ? ValidateDatasetSource(request) : spec.status();
   if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
-        {{"job_id", request.job_id()},
+        {{"job_id", Quoted(request.job_id())},
          {"error", std::string(valid.message())}});
     return valid;
   }
@@ -73,9 +74,9 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   {
     absl::MutexLock lock(&mu_);
     if (!admitting_.insert(job_id).second) {
-      return absl::AbortedError(absl::StrCat(
-          "job_id: a request for job \"", job_id,
-          "\" is being admitted right now; retry to attach to it"));
+      return absl::AbortedError(
+          absl::StrCat("job_id: a request for job ", Quoted(job_id),
+                       " is being admitted right now; retry to attach to it"));
     }
   }
   absl::StatusOr<std::shared_ptr<Job>> job =
@@ -182,8 +183,8 @@ absl::StatusOr<std::string> GenerationService::ResolveDatasetPath(
   for (absl::string_view part : absl::StrSplit(path, '/')) {
     if (part == "..") {
       return absl::InvalidArgumentError(
-          absl::StrCat("dataset_path: \"", path,
-                       "\" contains \"..\"; give a path under --data_root"));
+          absl::StrCat("dataset_path: ", Quoted(path),
+                       " contains \"..\"; give a path under --data_root"));
     }
   }
   const std::string full =
@@ -195,15 +196,15 @@ absl::StatusOr<std::string> GenerationService::ResolveDatasetPath(
         "--data_root ", options_.data_root, " does not exist on the server"));
   }
   if (::realpath(full.c_str(), real_buffer) == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset_path: no file \"", path, "\" under --data_root"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset_path: no file ", Quoted(path), " under --data_root"));
   }
   const std::string root = root_buffer;
   const std::string real = real_buffer;
   if (!absl::StartsWith(real, root + "/")) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "dataset_path: \"", path,
-        "\" is outside --data_root (through a symlink, or an absolute path "
+        "dataset_path: ", Quoted(path),
+        " is outside --data_root (through a symlink, or an absolute path "
         "elsewhere)"));
   }
   return real;
@@ -421,8 +422,8 @@ grpc::ServerUnaryReactor* GenerationService::DeleteJob(
       (*job)->Snapshot().state() == v1::JOB_STATE_SUSPENDED) {
     return Answer(context,
                   absl::FailedPreconditionError(absl::StrCat(
-                      "job \"", request->job_id(),
-                      "\" has not finished; cancel it (CancelJob) first")));
+                      "job ", Quoted(request->job_id()),
+                      " has not finished; cancel it (CancelJob) first")));
   }
   registry_.Remove(request->job_id());
   absl::Status removed = store_.RemoveJob(request->job_id());

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "base/quote.h"
 
 namespace sdg {
 
@@ -13,8 +14,8 @@ absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
   auto [it, inserted] = positions_.try_emplace(job->id(), next_position_);
   if (!inserted) {
     return absl::AlreadyExistsError(
-        absl::StrCat("job_id: a job \"", job->id(),
-                     "\" already exists with a different request; choose "
+        absl::StrCat("job_id: a job ", Quoted(job->id()),
+                     " already exists with a different request; choose "
                      "another id or leave job_id empty"));
   }
   jobs_[next_position_++] = std::move(job);
@@ -28,7 +29,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
   auto it = positions_.find(job_id);
   if (it == positions_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("no job \"", job_id, "\" (finished jobs are kept for ",
+        absl::StrCat("no job ", Quoted(job_id), " (finished jobs are kept for ",
                      absl::FormatDuration(retention_), ")"));
   }
   return jobs_.at(it->second);

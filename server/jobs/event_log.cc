@@ -19,6 +19,8 @@ constexpr size_t kMagicSize = sizeof(kMagic) - 1;
 constexpr size_t kHeaderSize = 16;
 // A record larger than this is not one we wrote.
 constexpr uint32_t kMaxPayload = 1u << 30;
+// Set in a record's size word: the next record belongs to the same group.
+constexpr uint32_t kGroupContinues = 1u << 31;
 
 uint32_t RecordCrc(uint64_t sequence_le, absl::string_view payload) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -30,9 +32,10 @@ uint32_t RecordCrc(uint64_t sequence_le, absl::string_view payload) {
 }
 
 void AppendRecord(uint64_t sequence, absl::string_view payload,
-                  std::string& out) {
+                  bool group_continues, std::string& out) {
   const uint64_t sequence_le = htole64(sequence);
-  const uint32_t size_le = htole32(static_cast<uint32_t>(payload.size()));
+  const uint32_t size_le = htole32(static_cast<uint32_t>(payload.size()) |
+                                   (group_continues ? kGroupContinues : 0));
   const uint32_t crc_le = htole32(RecordCrc(sequence_le, payload));
   out.append(reinterpret_cast<const char*>(&size_le), 4);
   out.append(reinterpret_cast<const char*>(&crc_le), 4);
@@ -44,6 +47,7 @@ struct Header {
   uint32_t size;
   uint32_t crc;
   uint64_t sequence_le;
+  bool group_continues;
 };
 
 Header DecodeHeader(const char* bytes) {
@@ -52,15 +56,23 @@ Header DecodeHeader(const char* bytes) {
   std::memcpy(&header.crc, bytes + 4, 4);
   std::memcpy(&header.sequence_le, bytes + 8, 8);
   header.size = le32toh(header.size);
+  header.group_continues = (header.size & kGroupContinues) != 0;
+  header.size &= ~kGroupContinues;
   header.crc = le32toh(header.crc);
   return header;
 }
 
+struct Record {
+  v1::JobEvent event;
+  int64_t end;  // the offset after it
+  bool group_continues;
+};
+
 // Reads the record at `offset` through `read`; nullopt for a torn or
 // damaged record (short, oversized, bad CRC, unparsable).
 template <typename ReadFn>
-absl::StatusOr<std::optional<std::pair<v1::JobEvent, int64_t>>> ReadRecord(
-    int64_t offset, int64_t limit, ReadFn read) {
+absl::StatusOr<std::optional<Record>> ReadRecord(int64_t offset, int64_t limit,
+                                                 ReadFn read) {
   if (offset + static_cast<int64_t>(kHeaderSize) > limit) return std::nullopt;
   char header_bytes[kHeaderSize];
   absl::StatusOr<size_t> got = read(offset, kHeaderSize, header_bytes);
@@ -82,12 +94,13 @@ absl::StatusOr<std::optional<std::pair<v1::JobEvent, int64_t>>> ReadRecord(
       event.sequence() != le64toh(header.sequence_le)) {
     return std::nullopt;
   }
-  return std::make_pair(std::move(event), end);
+  return Record{std::move(event), end, header.group_continues};
 }
 
-// Where the whole records of a log file end: reads every record in
-// sequence from the first, handing each to `replay`, and stops at the first
-// one that is torn, damaged or out of sequence.
+// Where the whole groups of records of a log file end: reads every record
+// in sequence from the first, handing each group to `replay` once it is
+// whole, and stops at the first record that is torn, damaged or out of
+// sequence (the records of its group before it are left out too).
 struct WholeRecords {
   int64_t end = static_cast<int64_t>(kMagicSize);
   uint64_t last_sequence = 0;
@@ -99,16 +112,22 @@ absl::StatusOr<WholeRecords> ScanWholeRecords(
   auto read = [&](int64_t offset, size_t n, char* out) {
     return ReadAt(fd, offset, n, out, path);
   };
+  std::vector<v1::JobEvent> group;
+  int64_t position = whole.end;
   while (true) {
-    auto record = ReadRecord(whole.end, size, read);
+    auto record = ReadRecord(position, size, read);
     if (!record.ok()) return record.status();
     if (!record->has_value() ||
-        (*record)->first.sequence() != whole.last_sequence + 1) {
+        (*record)->event.sequence() != whole.last_sequence + group.size() + 1) {
       return whole;
     }
-    replay((*record)->first);
-    whole.last_sequence = (*record)->first.sequence();
-    whole.end = (*record)->second;
+    position = (*record)->end;
+    group.push_back(std::move((*record)->event));
+    if ((*record)->group_continues) continue;
+    for (const v1::JobEvent& event : group) replay(event);
+    whole.last_sequence = group.back().sequence();
+    whole.end = position;
+    group.clear();
   }
 }
 
@@ -194,21 +213,27 @@ absl::Status EventLog::ScanFinishedLocked() {
 }
 
 uint64_t EventLog::Append(v1::JobEvent& event) {
+  return AppendGroup(absl::MakeSpan(&event, 1));
+}
+
+uint64_t EventLog::AppendGroup(absl::Span<v1::JobEvent> group) {
   std::vector<std::function<void()>> waiters;
-  uint64_t sequence;
+  uint64_t sequence = 0;
   bool enqueue = false;
   {
     absl::MutexLock lock(&mu_);
-    sequence = ++appended_;
-    event.set_sequence(sequence);
-    const std::string payload = event.SerializeAsString();
+    std::string& out = committer_ == nullptr ? memory_ : pending_;
+    for (size_t i = 0; i < group.size(); ++i) {
+      sequence = ++appended_;
+      group[i].set_sequence(sequence);
+      AppendRecord(sequence, group[i].SerializeAsString(), i + 1 < group.size(),
+                   out);
+    }
     if (committer_ == nullptr) {
-      AppendRecord(sequence, payload, memory_);
       committed_ = sequence;
       committed_bytes_ = static_cast<int64_t>(memory_.size());
       waiters = TakeWaitersLocked();
     } else {
-      AppendRecord(sequence, payload, pending_);
       enqueue = !std::exchange(queued_, true);
     }
   }
@@ -345,8 +370,8 @@ absl::StatusOr<std::optional<v1::JobEvent>> EventLog::Reader::Next() {
           log_->path_, " is damaged at byte ", position_,
           "; the job's events after sequence ", last_read_, " are lost"));
     }
-    position_ = (*record)->second;
-    const uint64_t sequence = (*record)->first.sequence();
+    position_ = (*record)->end;
+    const uint64_t sequence = (*record)->event.sequence();
     if (sequence <= after_) continue;
     if (sequence != last_read_ + 1) {
       return absl::DataLossError(absl::StrCat(
@@ -354,7 +379,7 @@ absl::StatusOr<std::optional<v1::JobEvent>> EventLog::Reader::Next() {
           last_read_, " (was the state_dir used by two servers?)"));
     }
     last_read_ = sequence;
-    return std::move((*record)->first);
+    return std::move((*record)->event);
   }
   return std::nullopt;
 }

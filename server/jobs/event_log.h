@@ -5,11 +5,14 @@
 // Format, the same in memory and on disk (events.log):
 //   "SDGLOG1\n", then per event a record:
 //   u32 payload size, u32 CRC-32 of (sequence, payload), u64 sequence,
-//   payload (a serialized sdg.v1.JobEvent); little-endian.
+//   payload (a serialized sdg.v1.JobEvent); little-endian. The size word's
+//   top bit says the next record belongs to the same group: a group (a
+//   shard's results and errors) is committed, replayed and cut whole.
 // A file log is committed by a LogCommitter (group commit: one write and one
 // fdatasync per log for everything appended since its last round). Opening
 // an existing file replays its records and cuts a torn tail (a record that
-// is short or fails its CRC, left by a crash mid-write).
+// is short or fails its CRC, left by a crash mid-write), back to the end of
+// the last whole group.
 #ifndef SDG_SERVER_JOBS_EVENT_LOG_H_
 #define SDG_SERVER_JOBS_EVENT_LOG_H_
 
@@ -26,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "sdg/v1/generation.pb.h"
 #include "server/jobs/file_util.h"
 
@@ -50,6 +54,9 @@ class EventLog : public std::enable_shared_from_this<EventLog> {
 
   // Sets `event`'s sequence and queues a copy for commit; never blocks.
   uint64_t Append(v1::JobEvent& event);
+  // The same for events that are committed together or not at all: a
+  // reader sees all of them or none. Returns the last one's sequence.
+  uint64_t AppendGroup(absl::Span<v1::JobEvent> group);
   // Blocks while more than kMaxUncommittedBytes wait for the disk.
   void AwaitRoom();
   // Nothing more will be appended. Readers end with `status` (OK: the job

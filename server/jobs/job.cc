@@ -37,40 +37,42 @@ absl::string_view StateLabel(v1::JobState state) {
   }
 }
 
+JobTally::ShardState* JobTally::StateOf(int64_t shard) {
+  if (shard < 0 || shard >= static_cast<int64_t>(shard_state_.size())) {
+    return nullptr;
+  }
+  return &shard_state_[shard];
+}
+
 void JobTally::Add(const v1::JobEvent& event) {
   last_sequence_ = event.sequence();
-  auto commit = [this](int64_t shard) {
-    if (shard < 0 || shard >= static_cast<int64_t>(committed_.size()) ||
-        committed_[shard]) {
-      return false;
-    }
-    committed_[shard] = true;
-    ++committed_count_;
-    return true;
-  };
   switch (event.event_case()) {
     case v1::JobEvent::kStarted:
       started_ = true;
       break;
-    case v1::JobEvent::kShardResult:
-      if (commit(event.shard_result().shard_index())) {
+    case v1::JobEvent::kShardResult: {
+      ShardState* state = StateOf(event.shard_result().shard_index());
+      if (state == nullptr) break;
+      if (*state == ShardState::kNotCommitted) {
+        *state = ShardState::kSucceeded;
+        ++committed_count_;
         ++shards_succeeded_;
-        // rows of a shard: its distinct row indexes
-        int64_t rows = 0;
-        int64_t last = -1;
-        for (const v1::ResultRow& row : event.shard_result().rows()) {
-          if (row.row_index() != last) ++rows;
-          last = row.row_index();
-        }
-        rows_succeeded_ += rows;
+      }
+      for (const v1::ResultRow& row : event.shard_result().rows()) {
+        if (row.sample_index() == 0) ++rows_succeeded_;
       }
       break;
-    case v1::JobEvent::kShardError:
-      if (commit(event.shard_error().shard_index())) {
-        ++shards_failed_;
-        rows_failed_ += event.shard_error().row_count();
-      }
+    }
+    case v1::JobEvent::kShardError: {
+      ShardState* state = StateOf(event.shard_error().shard_index());
+      if (state == nullptr) break;
+      if (*state == ShardState::kNotCommitted) ++committed_count_;
+      if (*state == ShardState::kSucceeded) --shards_succeeded_;
+      if (*state != ShardState::kFailed) ++shards_failed_;
+      *state = ShardState::kFailed;
+      rows_failed_ += event.shard_error().row_count();
       break;
+    }
     case v1::JobEvent::kFinished:
       finished_ = event.finished();
       break;
@@ -152,6 +154,12 @@ void Job::AppendLocked(v1::JobEvent event) {
   tally_.Add(event);
 }
 
+void Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
+  for (v1::JobEvent& event : group) event.set_job_id(spec_.job_id);
+  log_->AppendGroup(absl::MakeSpan(group));
+  for (const v1::JobEvent& event : group) tally_.Add(event);
+}
+
 void Job::SaveRecordLocked() {
   if (absl::Status saved = store_.UpdateJob(record_); !saved.ok()) {
     Log(LogLevel::kError, "job store: cannot save the job's state",
@@ -194,27 +202,118 @@ void Job::MarkRunning() {
        {"num_workers", spec_.num_workers}});
 }
 
+namespace {
+
+// Results go out in events of at most this many bytes (a client's receive
+// limit is 4 MiB by default), split between result rows.
+constexpr size_t kMaxResultEventBytes = 1 << 20;
+
+// The shard_result events of a shard's generated rows.
+void AddResultEvents(const ShardSpec& shard, std::vector<v1::ResultRow> rows,
+                     std::vector<v1::JobEvent>& group) {
+  v1::ShardResult* result = nullptr;
+  size_t bytes = 0;
+  for (v1::ResultRow& row : rows) {
+    const size_t size = row.ByteSizeLong();
+    if (result == nullptr ||
+        (bytes + size > kMaxResultEventBytes && result->rows_size() > 0)) {
+      result = group.emplace_back().mutable_shard_result();
+      result->set_shard_index(shard.index);
+      bytes = 0;
+    }
+    bytes += size;
+    *result->add_rows() = std::move(row);
+  }
+}
+
+// A shard_error for rows [first_row, first_row + row_count).
+v1::JobEvent ShardErrorEvent(const ShardSpec& shard, int64_t first_row,
+                             int64_t row_count, const absl::Status& status,
+                             int attempts) {
+  v1::JobEvent event;
+  v1::ShardError* error = event.mutable_shard_error();
+  error->set_shard_index(shard.index);
+  error->set_first_row(first_row);
+  error->set_row_count(row_count);
+  error->set_code(static_cast<int>(status.code()));
+  error->set_message(std::string(status.message()));
+  error->set_attempts(attempts);
+  return event;
+}
+
+// One shard_error per run of consecutive failed rows with the same error.
+void AddErrorEvents(const ShardSpec& shard,
+                    const std::vector<RowFailure>& failed,
+                    std::vector<v1::JobEvent>& group) {
+  for (size_t i = 0; i < failed.size();) {
+    size_t end = i + 1;
+    while (end < failed.size() &&
+           failed[end].row_index == failed[end - 1].row_index + 1 &&
+           failed[end].status == failed[i].status &&
+           failed[end].attempts == failed[i].attempts) {
+      ++end;
+    }
+    group.push_back(ShardErrorEvent(shard, failed[i].row_index,
+                                    static_cast<int64_t>(end - i),
+                                    failed[i].status, failed[i].attempts));
+    i = end;
+  }
+}
+
+}  // namespace
+
 void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                       absl::Duration elapsed) {
-  const bool failed = !outcome.status.ok();
-  if (failed && suspending_) {
+  const bool shard_failed = !outcome.status.ok();
+  if (shard_failed && suspending_) {
     // Stopped by the suspension: not committed, so it runs again.
     return;
   }
+  const int64_t rows_failed =
+      shard_failed ? shard.row_count
+                   : static_cast<int64_t>(outcome.failed_rows.size());
+  const bool failed = rows_failed > 0;
+  // The first failure among the shard's rows, for fail-fast and the log.
+  const absl::Status first_error = shard_failed ? outcome.status
+                                   : failed ? outcome.failed_rows.front().status
+                                            : absl::OkStatus();
+  const int first_attempts = shard_failed ? outcome.attempts
+                             : failed     ? outcome.failed_rows.front().attempts
+                                          : 0;
   const bool fail_fast = failed &&
                          spec_.error_policy == v1::ERROR_POLICY_FAIL_FAST &&
                          !token_.IsCancelled();
   metrics_.ShardFinished(failed ? "failed" : "succeeded", elapsed);
-  metrics_.RowsFinished(failed ? "failed" : "succeeded", shard.row_count);
-  const absl::Status status = outcome.status;
+  metrics_.RowsFinished("succeeded", shard.row_count - rows_failed);
+  metrics_.RowsFinished("failed", rows_failed);
+  if (failed && first_error.code() != absl::StatusCode::kCancelled) {
+    Log(LogLevel::kWarning, "shard failed",
+        {{"job_id", spec_.job_id},
+         {"shard", shard.index},
+         {"rows_failed", rows_failed},
+         {"backend", spec_.block.backend()},
+         {"code", absl::StatusCodeToString(first_error.code())},
+         {"attempts", first_attempts},
+         {"error", std::string(first_error.message())}});
+  }
+
+  std::vector<v1::JobEvent> group;
+  if (shard_failed) {
+    group.push_back(ShardErrorEvent(shard, shard.first_row, shard.row_count,
+                                    outcome.status, outcome.attempts));
+  } else {
+    AddResultEvents(shard, std::move(outcome.rows), group);
+    AddErrorEvents(shard, outcome.failed_rows, group);
+  }
+  if (group.empty()) {
+    // A shard with nothing to say still commits (a runner with no rows).
+    group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
+  }
   std::shared_ptr<EventLog> log;
   {
     absl::MutexLock lock(&mu_);
-    if (failed) {
-      AppendFailureLocked(shard, outcome);
-    } else {
-      AppendResultLocked(shard, std::move(outcome));
-    }
+    tokens_generated_ += outcome.completion_tokens;
+    AppendGroupLocked(std::move(group));
     AppendProgressIfDueLocked();
     log = log_;
   }
@@ -225,40 +324,8 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
         absl::StrCat("shard ", shard.index, " (rows ", shard.first_row, "-",
                      shard.first_row + shard.row_count - 1,
                      ") failed and error_policy is ERROR_POLICY_FAIL_FAST: ",
-                     status.message())));
+                     first_error.message())));
   }
-}
-
-void Job::AppendFailureLocked(const ShardSpec& shard,
-                              const ShardOutcome& outcome) {
-  v1::JobEvent event;
-  v1::ShardError* error = event.mutable_shard_error();
-  error->set_shard_index(shard.index);
-  error->set_first_row(shard.first_row);
-  error->set_row_count(shard.row_count);
-  error->set_code(static_cast<int>(outcome.status.code()));
-  error->set_message(std::string(outcome.status.message()));
-  error->set_attempts(outcome.attempts);
-  AppendLocked(std::move(event));
-  if (outcome.status.code() != absl::StatusCode::kCancelled) {
-    Log(LogLevel::kWarning, "shard failed",
-        {{"job_id", spec_.job_id},
-         {"shard", shard.index},
-         {"backend", spec_.block.backend()},
-         {"code", absl::StatusCodeToString(outcome.status.code())},
-         {"attempts", outcome.attempts},
-         {"error", std::string(outcome.status.message())}});
-  }
-}
-
-void Job::AppendResultLocked(const ShardSpec& shard, ShardOutcome outcome) {
-  tokens_generated_ += outcome.completion_tokens;
-  v1::JobEvent event;
-  v1::ShardResult* result = event.mutable_shard_result();
-  result->set_shard_index(shard.index);
-  result->mutable_rows()->Reserve(static_cast<int>(outcome.rows.size()));
-  for (v1::ResultRow& row : outcome.rows) *result->add_rows() = std::move(row);
-  AppendLocked(std::move(event));
 }
 
 void Job::AppendProgressIfDueLocked() {
@@ -308,9 +375,10 @@ void Job::MarkFinished() {
         reason = std::string(stop_reason.message());
       } else if (tally_.shards_failed() > 0) {
         state = v1::JOB_STATE_FAILED;
-        reason =
-            absl::StrCat(tally_.shards_failed(), " of ", plan_.shard_count(),
-                         " shards failed; see the shard_error events");
+        reason = absl::StrCat(tally_.rows_failed(), " of ", plan_.total_rows(),
+                              " rows failed (in ", tally_.shards_failed(),
+                              " of ", plan_.shard_count(),
+                              " shards); see the shard_error events");
       } else {
         state = v1::JOB_STATE_SUCCEEDED;
       }

@@ -29,14 +29,20 @@ namespace sdg {
 // The counts a job's events add up to. A resumed job starts from the tally
 // of its stored events; a shard is committed exactly when its result or
 // error event is.
+// A job's counts, from its events: rows succeeded (those with sample 0 in a
+// shard_result) and failed (shard_error ranges); shards committed, and
+// failed when any of their rows failed.
 class JobTally {
  public:
-  explicit JobTally(int64_t shard_count) : committed_(shard_count, false) {}
+  explicit JobTally(int64_t shard_count)
+      : shard_state_(shard_count, ShardState::kNotCommitted) {}
   void Add(const v1::JobEvent& event);
 
   bool started() const { return started_; }
   const std::optional<v1::JobFinished>& finished() const { return finished_; }
-  bool committed(int64_t shard) const { return committed_[shard]; }
+  bool committed(int64_t shard) const {
+    return shard_state_[shard] != ShardState::kNotCommitted;
+  }
   int64_t committed_shards() const { return committed_count_; }
   uint64_t last_sequence() const { return last_sequence_; }
   int64_t rows_succeeded() const { return rows_succeeded_; }
@@ -45,7 +51,11 @@ class JobTally {
   int64_t shards_failed() const { return shards_failed_; }
 
  private:
-  std::vector<bool> committed_;
+  enum class ShardState : uint8_t { kNotCommitted, kSucceeded, kFailed };
+  // Returns the shard's state, or null if `shard` is not one of the job's.
+  ShardState* StateOf(int64_t shard);
+
+  std::vector<ShardState> shard_state_;
   int64_t committed_count_ = 0;
   bool started_ = false;
   std::optional<v1::JobFinished> finished_;
@@ -107,10 +117,8 @@ class Job : public std::enable_shared_from_this<Job> {
 
  private:
   void AppendLocked(v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The steps of ReportShard.
-  void AppendFailureLocked(const ShardSpec& shard, const ShardOutcome& outcome)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AppendResultLocked(const ShardSpec& shard, ShardOutcome outcome)
+  // A shard's events, committed together.
+  void AppendGroupLocked(std::vector<v1::JobEvent> group)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveRecordLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,6 +1,7 @@
 #include "server/jobs/job_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "absl/random/random.h"
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/quote.h"
 #include "sdg/v1/block_defaults.h"
 
 namespace sdg {
@@ -16,6 +18,43 @@ namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", reason));
+}
+
+absl::Status CheckSize(absl::string_view field, absl::string_view value,
+                       size_t max) {
+  if (value.size() > max) {
+    return Invalid(field,
+                   absl::StrCat("at most ", max, " bytes, got ", value.size()));
+  }
+  return absl::OkStatus();
+}
+
+// Temperature and top_p: a number JSON can carry (NaN and infinities are
+// sent as null) within the range the OpenAI API gives.
+absl::Status CheckSampling(const v1::Block& block) {
+  if (block.has_temperature() &&
+      !(std::isfinite(block.temperature()) && block.temperature() >= 0)) {
+    return Invalid("block.temperature",
+                   absl::StrCat("must be a finite number >= 0, got ",
+                                block.temperature()));
+  }
+  if (block.has_top_p() && !(block.top_p() > 0 && block.top_p() <= 1)) {
+    return Invalid("block.top_p",
+                   absl::StrCat("must be in (0, 1], got ", block.top_p()));
+  }
+  if (block.stop_size() > kMaxStopSequences) {
+    return Invalid("block.stop",
+                   absl::StrCat("at most ", kMaxStopSequences,
+                                " sequences, got ", block.stop_size()));
+  }
+  for (int i = 0; i < block.stop_size(); ++i) {
+    if (absl::Status s = CheckSize(absl::StrCat("block.stop[", i, "]"),
+                                   block.stop(i), kMaxNameBytes);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckRange(absl::string_view field, int64_t value, int64_t max) {
@@ -60,11 +99,17 @@ absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request) {
 absl::Status ValidateDataset(const JobSpec& spec, const DatasetInfo& dataset,
                              absl::string_view source) {
   if (dataset.rows == 0) return Invalid(source, "the dataset is empty");
+  if (dataset.columns.contains(spec.block.output_column())) {
+    return Invalid("block.output_column",
+                   absl::StrCat(Quoted(spec.block.output_column()),
+                                " is a column of the dataset and would be "
+                                "overwritten; choose another name"));
+  }
   for (const std::string& column : spec.prompt_template.columns()) {
     if (std::optional<int64_t> row = dataset.FirstRowMissing(column)) {
-      return Invalid(
-          "block.prompt_template",
-          absl::StrCat("column \"", column, "\" is missing from row ", *row));
+      return Invalid("block.prompt_template",
+                     absl::StrCat("column ", Quoted(column),
+                                  " is missing from row ", *row));
     }
   }
   return absl::OkStatus();
@@ -96,8 +141,26 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
   spec.job_id = request.job_id().empty() ? NewJobId() : request.job_id();
 
   const v1::Block& block = request.block();
+  for (const auto& [field, value] :
+       {std::pair{"block.name", &block.name()},
+        std::pair{"block.model", &block.model()},
+        std::pair{"block.output_column", &block.output_column()}}) {
+    if (absl::Status s = CheckSize(field, *value, kMaxNameBytes); !s.ok()) {
+      return s;
+    }
+  }
   if (block.prompt_template().empty()) {
     return Invalid("block.prompt_template", "must not be empty");
+  }
+  if (block.prompt_template().size() + block.system_prompt().size() >
+      limits.max_prompt_bytes) {
+    return Invalid("block.prompt_template",
+                   absl::StrCat("with the system_prompt, longer than ",
+                                limits.max_prompt_bytes,
+                                " bytes (the server's --max_prompt_bytes)"));
+  }
+  if (block.api() != v1::API_COMPLETIONS && block.api() != v1::API_CHAT) {
+    return Invalid("block.api", absl::StrCat("unknown value ", block.api()));
   }
   absl::StatusOr<PromptTemplate> prompt_template =
       PromptTemplate::Parse(block.prompt_template());
@@ -108,6 +171,7 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
     return Invalid("block.model",
                    "must name the model to ask (see the backend's /v1/models)");
   }
+  if (absl::Status s = CheckSampling(block); !s.ok()) return s;
   if (block.max_tokens() < 0) {
     return Invalid(
         "block.max_tokens",
@@ -143,6 +207,11 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
                    absl::StrCat("unknown value ", request.error_policy()));
   }
 
+  if (!v1::ResultColumns_IsValid(request.result_columns())) {
+    return Invalid("result_columns",
+                   absl::StrCat("unknown value ", request.result_columns()));
+  }
+
   const std::string backend_name = block.backend().empty() && !backends.empty()
                                        ? backends.front()
                                        : block.backend();
@@ -152,8 +221,8 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
     std::sort(names.begin(), names.end());
     return Invalid(
         "block.backend",
-        absl::StrCat("unknown backend \"", backend_name,
-                     "\"; this server has: ",
+        absl::StrCat("unknown backend ", Quoted(backend_name),
+                     "; this server has: ",
                      names.empty() ? "none" : absl::StrJoin(names, ", ")));
   }
 
@@ -167,6 +236,9 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
   spec.num_workers = request.num_workers() > 0 ? request.num_workers()
                                                : limits.default_num_workers;
   spec.error_policy = request.error_policy();
+  spec.result_columns = request.result_columns();
+  spec.max_prompt_bytes = limits.max_prompt_bytes;
+  spec.max_shard_prompt_bytes = limits.max_shard_prompt_bytes;
   return spec;
 }
 

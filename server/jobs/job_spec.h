@@ -26,6 +26,11 @@ struct JobSpec {
   int num_workers = 0;
   v1::ErrorPolicy error_policy = v1::ERROR_POLICY_CONTINUE;
   std::optional<absl::Duration> timeout;
+  v1::ResultColumns result_columns = v1::RESULT_COLUMNS_ALL;
+  // A row whose prompt renders longer fails (--max_prompt_bytes), and so do
+  // the rows of a shard past its budget (--max_shard_prompt_bytes).
+  size_t max_prompt_bytes = 0;
+  size_t max_shard_prompt_bytes = 0;
 };
 
 struct ValidationLimits {
@@ -34,7 +39,15 @@ struct ValidationLimits {
   int max_samples_per_row = 128;
   // num_workers == 0 means min(32, cpus + 4), as Python's ThreadPoolExecutor.
   int default_num_workers = 8;
+  size_t max_prompt_bytes = 1 << 20;
+  size_t max_shard_prompt_bytes = 64 << 20;
 };
+
+// Identifying strings (block.name, block.model, block.output_column) and
+// each stop sequence are at most this long; a block has at most
+// kMaxStopSequences of them.
+inline constexpr size_t kMaxNameBytes = 256;
+inline constexpr int kMaxStopSequences = 32;
 
 // min(32, CPUs + 4).
 int DefaultNumWorkers();

@@ -1,6 +1,7 @@
 #include "server/jobs/memory_job_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/quote.h"
 
 namespace sdg {
 
@@ -38,7 +39,7 @@ absl::StatusOr<std::shared_ptr<Dataset>> MemoryJobStore::UseUploadedDataset(
   auto it = upload_datasets_.find(dataset_id);
   if (it == upload_datasets_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("dataset_id: no dataset \"", dataset_id, "\""));
+        absl::StrCat("dataset_id: no dataset ", Quoted(dataset_id)));
   }
   job_datasets_[job_id] = it->second;
   return it->second;
@@ -73,8 +74,9 @@ absl::Status MemoryJobStore::SaveUpload(const StoredDataset& dataset) {
   auto [it, inserted] =
       uploads_.try_emplace(dataset.dataset.dataset_id(), dataset);
   if (!inserted) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "dataset_id: \"", dataset.dataset.dataset_id(), "\" already exists"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("dataset_id: ", Quoted(dataset.dataset.dataset_id()),
+                     " already exists"));
   }
   return absl::OkStatus();
 }
@@ -89,8 +91,8 @@ absl::StatusOr<StoredDataset> MemoryJobStore::FindUpload(
   absl::MutexLock lock(&mu_);
   auto it = uploads_.find(dataset_id);
   if (it == uploads_.end()) {
-    return absl::NotFoundError(absl::StrCat("dataset_id: no dataset \"",
-                                            dataset_id, "\"; upload it first"));
+    return absl::NotFoundError(absl::StrCat(
+        "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
   }
   return it->second;
 }

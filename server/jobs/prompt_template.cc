@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/quote.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace sdg {
@@ -61,19 +62,24 @@ const std::string* PromptTemplate::FindMissingColumn(
 }
 
 absl::StatusOr<std::string> PromptTemplate::Render(
-    const google::protobuf::Struct& row) const {
+    const google::protobuf::Struct& row, size_t max_bytes) const {
   std::string out;
   for (const Piece& piece : pieces_) {
     if (!piece.is_column) {
       out += piece.text;
-      continue;
+    } else {
+      auto it = row.fields().find(piece.text);
+      if (it == row.fields().end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "column ", Quoted(piece.text), " is missing from the row"));
+      }
+      out += ValueToPromptText(it->second);
     }
-    auto it = row.fields().find(piece.text);
-    if (it == row.fields().end()) {
+    if (out.size() > max_bytes) {
       return absl::InvalidArgumentError(
-          absl::StrCat("column \"", piece.text, "\" is missing from the row"));
+          absl::StrCat("the prompt is longer than ", max_bytes,
+                       " bytes (the server's --max_prompt_bytes)"));
     }
-    out += ValueToPromptText(it->second);
   }
   return out;
 }

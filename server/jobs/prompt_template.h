@@ -29,8 +29,12 @@ class PromptTemplate {
   const std::string* FindMissingColumn(
       const google::protobuf::Struct& row) const;
 
-  // Fails with INVALID_ARGUMENT naming the first missing column.
-  absl::StatusOr<std::string> Render(const google::protobuf::Struct& row) const;
+  // Fails with INVALID_ARGUMENT naming the first missing column, or saying
+  // the prompt would be longer than `max_bytes` (it stops there: a template
+  // of many placeholders cannot make it allocate more).
+  absl::StatusOr<std::string> Render(
+      const google::protobuf::Struct& row,
+      size_t max_bytes = std::string::npos) const;
 
  private:
   struct Piece {

@@ -11,13 +11,26 @@
 
 namespace sdg {
 
-struct ShardOutcome {
-  // OK, or why the shard failed (the job's own reason when it was stopped).
+// A row of the shard that has no result, and why.
+struct RowFailure {
+  int64_t row_index = 0;  // in the dataset
   absl::Status status;
-  // HTTP attempts of the request that failed.
+  // HTTP attempts of the request that failed (0: none was sent).
   int attempts = 0;
-  // row_count * n rows, in (row_index, sample_index) order, when OK.
+};
+
+struct ShardOutcome {
+  // OK unless the shard as a whole has no outcome: the job was stopped (its
+  // own reason) or the shard's rows could not be read. Then `rows` and
+  // `failed_rows` are empty.
+  absl::Status status;
+  int attempts = 0;
+  // The samples of the rows that were generated, n per row, in
+  // (row_index, sample_index) order.
   std::vector<v1::ResultRow> rows;
+  // The rows that were not, in row order: each of the shard's rows is in
+  // `rows` or here.
+  std::vector<RowFailure> failed_rows;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
 };

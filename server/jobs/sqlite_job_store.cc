@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/quote.h"
 #include "server/jobs/file_util.h"
 
 namespace sdg {
@@ -246,8 +247,8 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
   sqlite3_finalize(stmt);
   if (!info_status.ok()) return info_status;
   if (!found.has_value()) {
-    return absl::NotFoundError(absl::StrCat("dataset_id: no dataset \"",
-                                            dataset_id, "\"; upload it first"));
+    return absl::NotFoundError(absl::StrCat(
+        "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
   }
   return *std::move(found);
 }

@@ -1,6 +1,8 @@
 #include "server/scheduling/shard_runner.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -55,26 +57,45 @@ ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
     return Failed(absl::InternalError(absl::StrCat(
         "backend \"", spec.block.backend(), "\" is not configured")));
   }
-  absl::StatusOr<std::vector<std::string>> prompts = RenderPrompts(spec, rows);
-  if (!prompts.ok()) return Failed(prompts.status());
-  absl::StatusOr<Requests> requests =
-      BuildRequests(spec, *std::move(prompts), *backend->second, token);
-  if (!requests.ok()) return Failed(requests.status());
-  std::vector<BackendReply> replies = SendAndWait(
-      *backend->second, requests->path, std::move(requests->bodies), token);
-  return BuildOutcome(spec, shard, std::move(rows), *requests,
-                      std::move(replies), token);
+  Prompts prompts = RenderPrompts(spec, shard, rows);
+  Requests requests;
+  std::vector<BackendReply> replies;
+  if (!prompts.texts.empty()) {
+    absl::StatusOr<Requests> built =
+        BuildRequests(spec, std::move(prompts.texts), *backend->second, token);
+    if (!built.ok()) return Failed(built.status());
+    requests = *std::move(built);
+    replies = SendAndWait(*backend->second, requests.path,
+                          std::exchange(requests.bodies, {}), token);
+  }
+  return BuildOutcome(spec, shard, std::move(rows), std::move(prompts),
+                      requests, std::move(replies), token);
 }
 
-absl::StatusOr<std::vector<std::string>> BackendShardRunner::RenderPrompts(
-    const JobSpec& spec,
+BackendShardRunner::Prompts BackendShardRunner::RenderPrompts(
+    const JobSpec& spec, const ShardSpec& shard,
     const std::vector<google::protobuf::Struct>& rows) const {
-  std::vector<std::string> prompts;
-  prompts.reserve(rows.size());
-  for (const google::protobuf::Struct& row : rows) {
-    absl::StatusOr<std::string> prompt = spec.prompt_template.Render(row);
-    if (!prompt.ok()) return prompt.status();
-    prompts.push_back(*std::move(prompt));
+  Prompts prompts;
+  prompts.texts.reserve(rows.size());
+  size_t shard_bytes = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const int64_t row_index = shard.first_row + static_cast<int64_t>(r);
+    absl::StatusOr<std::string> prompt =
+        spec.prompt_template.Render(rows[r], spec.max_prompt_bytes);
+    if (prompt.ok() &&
+        shard_bytes + prompt->size() > spec.max_shard_prompt_bytes) {
+      prompt = absl::InvalidArgumentError(absl::StrCat(
+          "the shard's prompts are longer than ", spec.max_shard_prompt_bytes,
+          " bytes (the server's --max_shard_prompt_bytes); use a smaller "
+          "batch_size"));
+    }
+    if (!prompt.ok()) {
+      prompts.failed.push_back(RowFailure{row_index, prompt.status(), 0});
+      continue;
+    }
+    shard_bytes += prompt->size();
+    prompts.texts.push_back(*std::move(prompt));
+    prompts.rows.push_back(static_cast<int64_t>(r));
   }
   return prompts;
 }
@@ -123,53 +144,76 @@ std::vector<BackendReply> BackendShardRunner::SendAndWait(
 
 ShardOutcome BackendShardRunner::BuildOutcome(
     const JobSpec& spec, const ShardSpec& shard,
-    std::vector<google::protobuf::Struct> rows, const Requests& requests,
-    std::vector<BackendReply> replies, CancellationToken& token) const {
+    std::vector<google::protobuf::Struct> rows, Prompts prompts,
+    const Requests& requests, std::vector<BackendReply> replies,
+    CancellationToken& token) const {
+  // A stopped job reports its own reason, not its aborted requests'.
+  if (token.IsCancelled()) return Failed(token.reason());
   const v1::Block& block = spec.block;
   const bool chat = block.api() == v1::API_CHAT;
+  const bool output_only =
+      spec.result_columns == v1::RESULT_COLUMNS_OUTPUT_ONLY;
   const int n = block.n();
-  const int choices_per_reply =
-      requests.batched ? n * static_cast<int>(shard.row_count) : n;
+  const int prompted = static_cast<int>(prompts.rows.size());
   ShardOutcome outcome;
-  std::vector<Completion> completions;
-  completions.reserve(replies.size());
-  for (BackendReply& reply : replies) {
+  // Each prompted row's choices, or its failure, by its place in prompts.
+  std::vector<const Choice*> first_choice(prompted, nullptr);
+  std::vector<Completion> completions(replies.size());
+  for (size_t q = 0; q < replies.size(); ++q) {
+    BackendReply& reply = replies[q];
+    // The prompted rows this request carried.
+    const int first = requests.batched ? 0 : static_cast<int>(q);
+    const int count = requests.batched ? prompted : 1;
     absl::StatusOr<Completion> completion =
         !reply.status.ok() ? absl::StatusOr<Completion>(reply.status)
         : chat             ? ParseChatReply(reply.body, n)
-               : ParseCompletionsReply(reply.body, choices_per_reply);
+                           : ParseCompletionsReply(reply.body, n * count);
     if (!completion.ok()) {
-      // A stopped job reports its own reason, not the aborted request's.
-      return Failed(token.IsCancelled() ? token.reason() : completion.status(),
-                    reply.attempts);
+      for (int p = first; p < first + count; ++p) {
+        prompts.failed.push_back(RowFailure{shard.first_row + prompts.rows[p],
+                                            completion.status(),
+                                            reply.attempts});
+      }
+      continue;
     }
     outcome.prompt_tokens += completion->prompt_tokens;
     outcome.completion_tokens += completion->completion_tokens;
-    completions.push_back(*std::move(completion));
+    completions[q] = *std::move(completion);
+    for (int p = first; p < first + count; ++p) {
+      first_choice[p] = &completions[q].choices[(p - first) * n];
+    }
   }
   metrics_.BackendTokens(block.backend(), outcome.prompt_tokens,
                          outcome.completion_tokens);
 
-  outcome.rows.reserve(shard.row_count * n);
-  for (int64_t r = 0; r < shard.row_count; ++r) {
+  outcome.rows.reserve(static_cast<size_t>(prompted) * n);
+  for (int p = 0; p < prompted; ++p) {
+    if (first_choice[p] == nullptr) continue;
+    const int64_t r = prompts.rows[p];
+    google::protobuf::Struct& input = rows[r];
     for (int s = 0; s < n; ++s) {
-      const Choice& choice = requests.batched
-                                 ? completions[0].choices[r * n + s]
-                                 : completions[r].choices[s];
+      const Choice& choice = first_choice[p][s];
       v1::ResultRow& row = outcome.rows.emplace_back();
       row.set_row_index(shard.first_row + r);
       row.set_sample_index(s);
-      // The last sample takes the row; the others copy it.
-      if (s + 1 == n) {
-        *row.mutable_columns() = std::move(rows[r]);
+      if (output_only) {
+        // Only the output column: the client joins it with its input.
+      } else if (s + 1 == n) {
+        // The last sample takes the row; the others copy it.
+        *row.mutable_columns() = std::move(input);
       } else {
-        *row.mutable_columns() = rows[r];
+        *row.mutable_columns() = input;
       }
       (*row.mutable_columns()->mutable_fields())[block.output_column()]
           .set_string_value(choice.text);
       row.set_finish_reason(choice.finish_reason);
     }
   }
+  std::sort(prompts.failed.begin(), prompts.failed.end(),
+            [](const RowFailure& a, const RowFailure& b) {
+              return a.row_index < b.row_index;
+            });
+  outcome.failed_rows = std::move(prompts.failed);
   return outcome;
 }
 

@@ -45,6 +45,13 @@ class BackendShardRunner final : public ShardRunner {
                    CancellationToken& token) override;
 
  private:
+  // The shard's prompts: one per row, or why the row has none (a missing
+  // column, over --max_prompt_bytes or past the shard's budget).
+  struct Prompts {
+    std::vector<std::string> texts;  // of the rows that have one
+    std::vector<int64_t> rows;       // their offsets in the shard
+    std::vector<RowFailure> failed;  // the others
+  };
   // The shard's requests, before they are sent.
   struct Requests {
     absl::string_view path;
@@ -52,8 +59,8 @@ class BackendShardRunner final : public ShardRunner {
     bool batched = false;  // one body holding every prompt of the shard
   };
 
-  absl::StatusOr<std::vector<std::string>> RenderPrompts(
-      const JobSpec& spec,
+  Prompts RenderPrompts(
+      const JobSpec& spec, const ShardSpec& shard,
       const std::vector<google::protobuf::Struct>& rows) const;
   absl::StatusOr<Requests> BuildRequests(const JobSpec& spec,
                                          std::vector<std::string> prompts,
@@ -65,10 +72,11 @@ class BackendShardRunner final : public ShardRunner {
                                         absl::string_view path,
                                         std::vector<std::string> bodies,
                                         CancellationToken& token) const;
-  // Parses the replies into result rows, or says why the shard failed.
+  // Parses the replies into result rows. A failed request fails its rows:
+  // the one row of an unbatched request, every prompted row of a batch.
   ShardOutcome BuildOutcome(const JobSpec& spec, const ShardSpec& shard,
                             std::vector<google::protobuf::Struct> rows,
-                            const Requests& requests,
+                            Prompts prompts, const Requests& requests,
                             std::vector<BackendReply> replies,
                             CancellationToken& token) const;
 

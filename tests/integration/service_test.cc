@@ -129,8 +129,19 @@ TEST_F(ServiceTest, DeadBackendGivesShardErrorsAndTheCallStillSucceeds) {
   EXPECT_EQ(rows, 7);
   EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_FAILED);
   EXPECT_EQ(events.Finished().rows_failed(), 7);
-  EXPECT_EQ(events.Finished().reason(),
-            "3 of 3 shards failed; see the shard_error events");
+  EXPECT_EQ(
+      events.Finished().reason(),
+      "7 of 7 rows failed (in 3 of 3 shards); see the shard_error events");
+}
+
+TEST_F(ServiceTest, AnUnknownHugeJobIdIsNamedByItsFirstBytes) {
+  StartServer({sim_.url()});
+  absl::StatusOr<v1::Job> job = GetJob(std::string(1 << 20, 'j'));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(job.status().message(),
+              HasSubstr("no job \"" + std::string(64, 'j') +
+                        "...\" (1048576 bytes)"));
+  EXPECT_LT(job.status().message().size(), 200u);
 }
 
 TEST_F(ServiceTest, SameJobIdAttachesAndAnotherRequestIsAlreadyExists) {

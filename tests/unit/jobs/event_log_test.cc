@@ -164,6 +164,27 @@ TEST_F(EventLogTest, TornTailIsCutAndNotParsed) {
   EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4));
 }
 
+TEST_F(EventLogTest, AGroupIsReadWholeAndAGroupTornMidwayIsCutWhole) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log = WriteShards(committer, 1);
+  const auto before_group = std::filesystem::file_size(path_);
+  std::vector<v1::JobEvent> group = {ResultOfShard(1), ResultOfShard(1),
+                                     ResultOfShard(1)};
+  EXPECT_EQ(log->AppendGroup(absl::MakeSpan(group)), 4u);
+  log->AwaitCommitted();
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4));
+  const auto after_group = std::filesystem::file_size(path_);
+  log.reset();
+  // A crash after the group's second record reached the disk: its first
+  // two records are whole, but the group is not.
+  const auto third_record = group[2].ByteSizeLong() + 16;
+  std::filesystem::resize_file(path_, after_group - third_record);
+  EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre(0));
+  EXPECT_EQ(std::filesystem::file_size(path_), before_group);
+  v1::JobEvent event = ResultOfShard(1);
+  EXPECT_EQ(log->Append(event), 2u);
+}
+
 TEST_F(EventLogTest, FlippedByteEndsTheLogThere) {
   LogCommitter committer;
   WriteShards(committer, 3);

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "google/protobuf/util/json_util.h"
 
 namespace sdg {
@@ -141,6 +144,77 @@ TEST_F(ValidateRequestTest, BrokenTemplateSaysWhere) {
   EXPECT_THAT(
       Check(request).message(),
       HasSubstr("block.prompt_template: placeholder opened at offset 0"));
+}
+
+TEST_F(ValidateRequestTest, SamplingOutsideItsRangeNamesTheField) {
+  auto request = Request();
+  request.mutable_block()->set_temperature(std::nan(""));
+  EXPECT_EQ(Check(request).message(),
+            "block.temperature: must be a finite number >= 0, got nan");
+  request.mutable_block()->set_temperature(
+      std::numeric_limits<double>::infinity());
+  EXPECT_THAT(Check(request).message(), HasSubstr("block.temperature"));
+  request.mutable_block()->set_temperature(-0.5);
+  EXPECT_THAT(Check(request).message(), HasSubstr("got -0.5"));
+  request.mutable_block()->set_temperature(0);
+  EXPECT_TRUE(Check(request).ok());
+  for (double top_p : {0.0, 1.5, std::nan("")}) {
+    request.mutable_block()->set_top_p(top_p);
+    EXPECT_THAT(Check(request).message(),
+                HasSubstr("block.top_p: must be in (0, 1]"));
+  }
+  request.mutable_block()->set_top_p(1);
+  EXPECT_TRUE(Check(request).ok());
+}
+
+TEST_F(ValidateRequestTest, UnknownEnumValuesAreRejected) {
+  auto request = Request();
+  request.mutable_block()->set_api(static_cast<v1::Api>(99));
+  EXPECT_EQ(Check(request).message(), "block.api: unknown value 99");
+}
+
+TEST_F(ValidateRequestTest, IdentifyingStringsAndStopsAreBounded) {
+  auto request = Request();
+  request.mutable_block()->set_name(std::string(5 << 20, 'n'));
+  EXPECT_EQ(Check(request).message(),
+            "block.name: at most 256 bytes, got 5242880");
+  request.mutable_block()->set_name("ok");
+  request.mutable_block()->set_output_column(std::string(300, 'o'));
+  EXPECT_THAT(Check(request).message(), HasSubstr("block.output_column"));
+  request.mutable_block()->clear_output_column();
+  for (int i = 0; i < 33; ++i) request.mutable_block()->add_stop("###");
+  EXPECT_EQ(Check(request).message(),
+            "block.stop: at most 32 sequences, got 33");
+  request.mutable_block()->clear_stop();
+  request.mutable_block()->add_stop(std::string(1000, 's'));
+  EXPECT_EQ(Check(request).message(),
+            "block.stop[0]: at most 256 bytes, got 1000");
+}
+
+TEST_F(ValidateRequestTest, OutputColumnMustNotOverwriteAnInputColumn) {
+  auto request = Request();
+  request.mutable_block()->set_output_column("question");
+  EXPECT_EQ(Check(request).message(),
+            "block.output_column: \"question\" is a column of the dataset "
+            "and would be overwritten; choose another name");
+}
+
+TEST_F(ValidateRequestTest, ATemplateOverThePromptLimitIsRejected) {
+  limits_.max_prompt_bytes = 64;
+  auto request = Request();
+  request.mutable_block()->set_prompt_template(std::string(65, 't'));
+  EXPECT_THAT(Check(request).message(),
+              HasSubstr("block.prompt_template: with the system_prompt, "
+                        "longer than 64 bytes (the server's "
+                        "--max_prompt_bytes)"));
+}
+
+TEST_F(ValidateRequestTest, EchoedCallerTextIsCutShort) {
+  auto request = Request();
+  request.mutable_block()->set_backend(std::string(1 << 20, 'b'));
+  const std::string message(Check(request).message());
+  EXPECT_LT(message.size(), 200u);
+  EXPECT_THAT(message, HasSubstr("(1048576 bytes)"));
 }
 
 }  // namespace
