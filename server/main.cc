@@ -30,6 +30,10 @@ ABSL_FLAG(int64_t, max_prompt_bytes, 1 << 20,
 ABSL_FLAG(int64_t, max_shard_prompt_bytes, 64 << 20,
           "the prompts of one shard together; rows past it fail");
 ABSL_FLAG(int, backend_max_attempts, 3, "HTTP attempts per backend request");
+ABSL_FLAG(absl::Duration, backend_outage_limit, absl::Minutes(10),
+          "how long calls wait for a backend whose every endpoint is failing "
+          "(refused, timing out, 502/503/504) before they fail; 0 fails them "
+          "by the retry rules alone");
 ABSL_FLAG(absl::Duration, backend_connect_timeout, absl::Seconds(5),
           "backend connect timeout");
 ABSL_FLAG(absl::Duration, backend_request_timeout, absl::Seconds(600),
@@ -103,6 +107,8 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
       std::max<int64_t>(1, absl::GetFlag(FLAGS_max_shard_prompt_bytes)));
   backend_flags.defaults.retry.max_attempts =
       absl::GetFlag(FLAGS_backend_max_attempts);
+  backend_flags.defaults.outage.limit =
+      std::max(absl::ZeroDuration(), absl::GetFlag(FLAGS_backend_outage_limit));
   absl::StatusOr<std::vector<sdg::BackendOptions>> backends =
       sdg::BackendsFromFlags(
           backend_flags,

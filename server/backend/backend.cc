@@ -52,14 +52,22 @@ Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
 
 Backend::~Backend() {
   absl::flat_hash_map<uint64_t, TimerService::TimerId> timers;
+  TimerService::TimerId probe_timer;
   {
     absl::MutexLock lock(&mu_);
     // A call left here would never complete: fail loudly in debug builds.
     assert(calls_.empty());
     timers.swap(cooldown_timers_);
+    probe_timer = std::exchange(probe_timer_, 0);
   }
   // Outside mu_: CancelTimer waits for a running callback, which takes it.
   for (const auto& [key, timer] : timers) http_.CancelTimer(timer);
+  if (probe_timer != 0) http_.CancelTimer(probe_timer);
+}
+
+bool Backend::down() const {
+  absl::MutexLock lock(&mu_);
+  return down_since_ != absl::InfiniteFuture();
 }
 
 bool Backend::NeedsDetection() const {
@@ -175,6 +183,7 @@ void Backend::Cancel(CallId id) {
 
 void Backend::Dispatch(Completions& out) {
   if (!traits_known_) return;  // the first detection is still running
+  if (down_since_ != absl::InfiniteFuture() && !DispatchWhileDown(out)) return;
   const absl::Time now = absl::Now();
   while (!queued_.empty()) {
     const CallId id = queued_.front();
@@ -216,6 +225,10 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
                      pool_.Release(call.endpoint, response, absl::Now()));
     if (pool_.TotalLimit() != limit_before) ReportLimit();
 
+    const bool was_probe = id == probe_;
+    if (was_probe) probe_ = 0;
+    const bool outage_sign = EndpointPool::IsOutageSign(response);
+    if (!outage_sign && !call.cancelled) EndOutage();
     if (call.cancelled) {
       Finish(id, {absl::CancelledError("request cancelled"), "", call.attempts},
              completions);
@@ -223,6 +236,9 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
                response.http_code < 300) {
       Finish(id, {absl::OkStatus(), std::move(response.body), call.attempts},
              completions);
+    } else if (outage_sign &&
+               WaitOutOutage(id, response, was_probe, completions)) {
+      // Queued again, its attempt not counted.
     } else {
       call.last_failed_endpoint = call.endpoint;
       RetryOrFinish(id, response, completions);
@@ -325,5 +341,112 @@ void Backend::RunCompletions(Completions& completions) {
 }
 
 void Backend::ReportLimit() { metrics_.ConcurrencyLimit(pool_.TotalLimit()); }
+
+bool Backend::WaitOutOutage(CallId id, const HttpResponse& response,
+                            bool was_probe, Completions& out) {
+  if (options_.outage.limit == absl::ZeroDuration()) return false;
+  const absl::Time now = absl::Now();
+  if (down_since_ == absl::InfiniteFuture()) {
+    if (!pool_.EveryEndpointDown(options_.outage.failures)) return false;
+    down_since_ = now;
+    probes_failed_ = 0;
+    probe_interval_ = options_.outage.first_probe;
+    next_probe_ = now + probe_interval_;
+    metrics_.Up(false);
+    Log(LogLevel::kWarning, "backend down",
+        {{"backend", options_.name},
+         {"endpoints", pool_.FailureSummary()},
+         {"waiting_calls", static_cast<int64_t>(calls_.size())},
+         {"outage_limit_s", absl::ToDoubleSeconds(options_.outage.limit)}});
+  } else if (now - down_since_ >= options_.outage.limit) {
+    // Past the limit, a call still probing fails without more attempts.
+    Finish(id, {OutageError(), "", calls_.at(id).attempts}, out);
+    return true;
+  } else if (was_probe) {
+    // The probe failed: the next one waits longer.
+    ++probes_failed_;
+    probe_interval_ =
+        std::min(probe_interval_ * 2, options_.outage.max_probe_interval);
+    next_probe_ = now + probe_interval_;
+    Log(LogLevel::kInfo, "backend still down",
+        {{"backend", options_.name},
+         {"probes_failed", probes_failed_},
+         {"down_s", absl::ToDoubleSeconds(now - down_since_)},
+         {"next_probe_s", absl::ToDoubleSeconds(probe_interval_)},
+         {"endpoints", pool_.FailureSummary()}});
+  }
+  // Sent again later: a retry, but not one of the call's attempts.
+  metrics_.Retry(RetryPolicy::OutcomeLabel(response));
+  Call& call = calls_.at(id);
+  --call.attempts;
+  queued_.push_front(id);
+  ScheduleProbe(std::min(next_probe_, down_since_ + options_.outage.limit));
+  return true;
+}
+
+void Backend::EndOutage() {
+  if (down_since_ == absl::InfiniteFuture()) return;
+  Log(LogLevel::kInfo, "backend up",
+      {{"backend", options_.name},
+       {"down_s", absl::ToDoubleSeconds(absl::Now() - down_since_)}});
+  down_since_ = absl::InfiniteFuture();
+  metrics_.Up(true);
+}
+
+bool Backend::DispatchWhileDown(Completions& out) {
+  const absl::Time now = absl::Now();
+  if (now - down_since_ >= options_.outage.limit) {
+    // Every waiting call fails; new ones probe one at a time until the
+    // backend answers.
+    const absl::Status error = OutageError();
+    while (!queued_.empty() && (probe_ != 0 || queued_.size() > 1)) {
+      const CallId id = queued_.back();
+      queued_.pop_back();
+      Finish(id, {error, "", calls_.at(id).attempts}, out);
+    }
+  }
+  if (probe_ != 0 || queued_.empty()) return false;
+  if (now < next_probe_) {
+    ScheduleProbe(std::min(next_probe_, down_since_ + options_.outage.limit));
+    return false;
+  }
+  const CallId id = queued_.front();
+  const int endpoint = pool_.Acquire(calls_.at(id).last_failed_endpoint, now);
+  if (endpoint == EndpointPool::kNoneFree) return false;
+  queued_.pop_front();
+  probe_ = id;
+  Send(id, endpoint);
+  return false;
+}
+
+void Backend::ScheduleProbe(absl::Time at) {
+  // One timer at a time (it cannot be cancelled under mu_): a pending one
+  // runs Dispatch, which schedules the next if nothing is due yet.
+  if (probe_timer_ != 0) return;
+  // The id is recorded before the callback can take mu_.
+  probe_timer_ =
+      http_.RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
+                     [this] { OnProbeTimer(); });
+}
+
+void Backend::OnProbeTimer() {
+  Completions completions;
+  {
+    absl::MutexLock lock(&mu_);
+    probe_timer_ = 0;
+    Dispatch(completions);
+  }
+  RunCompletions(completions);
+}
+
+absl::Status Backend::OutageError() const {
+  return absl::UnavailableError(
+      absl::StrCat("backend \"", options_.name, "\" has been down for ",
+                   absl::FormatDuration(absl::Trunc(absl::Now() - down_since_,
+                                                    absl::Milliseconds(100))),
+                   ", past --backend_outage_limit (",
+                   absl::FormatDuration(options_.outage.limit),
+                   "): ", pool_.FailureSummary()));
+}
 
 }  // namespace sdg

@@ -5,6 +5,14 @@
 // Post and Cancel never block; a call completes through its callback.
 // WaitForBatchingDecision is the one call that blocks, a worker, until the
 // first detection has ended.
+//
+// Outages: when every endpoint has failed `outage.failures` attempts in a
+// row with a sign of a server that is not there (connection refused or
+// reset, timeout, HTTP 502/503/504), the backend is down. Its calls then
+// wait in the queue without spending attempts, and one call at a time
+// probes it, with a backoff; the first answer from a live server brings it
+// back up. Only after `outage.limit` do the waiting calls fail (UNAVAILABLE,
+// naming the endpoints and their last errors).
 #ifndef SDG_SERVER_BACKEND_BACKEND_H_
 #define SDG_SERVER_BACKEND_BACKEND_H_
 
@@ -54,6 +62,14 @@ struct BackendOptions {
   EndpointPool::Options pool;
   absl::Duration detect_timeout = absl::Seconds(10);
   ApiKey api_key;
+  struct Outage {
+    int failures = 5;  // per endpoint, in a row
+    // Waiting calls fail after this; zero turns outage handling off.
+    absl::Duration limit = absl::Minutes(10);
+    absl::Duration first_probe = absl::Milliseconds(250);
+    absl::Duration max_probe_interval = absl::Seconds(5);
+  };
+  Outage outage;
 };
 
 struct BackendReply {
@@ -91,6 +107,9 @@ class Backend {
   // The call completes with CANCELLED unless it already completed.
   void Cancel(CallId id);
 
+  // Whether the backend is down (see above); for tests.
+  bool down() const;
+
  private:
   struct Call {
     std::string path;
@@ -127,6 +146,19 @@ class Backend {
   void Finish(CallId id, BackendReply reply, Completions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportLimit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Outages. An attempt ended in a sign of a server that is not there:
+  // true if the call now waits for the backend instead of spending the
+  // attempt, or failed because the outage passed its limit.
+  bool WaitOutOutage(CallId id, const HttpResponse& response, bool was_probe,
+                     Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The backend answered: it is up.
+  void EndOutage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // While down: fails the queued calls once the outage passed its limit,
+  // else sends one probe when it is due. False if nothing may be sent.
+  bool DispatchWhileDown(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleProbe(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnProbeTimer();
+  absl::Status OutageError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunCompletions(Completions& completions);
 
   const BackendOptions options_;
@@ -150,6 +182,13 @@ class Backend {
   bool traits_known_ ABSL_GUARDED_BY(mu_) = false;
   bool batching_ ABSL_GUARDED_BY(mu_) = false;
   ServerKind server_kind_ ABSL_GUARDED_BY(mu_) = ServerKind::kUnknown;
+  // Outages: InfiniteFuture while up.
+  absl::Time down_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Time next_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration probe_interval_ ABSL_GUARDED_BY(mu_);
+  CallId probe_ ABSL_GUARDED_BY(mu_) = 0;  // the call probing, if any
+  int probes_failed_ ABSL_GUARDED_BY(mu_) = 0;
+  TimerService::TimerId probe_timer_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Last: destroyed first, waiting for its callbacks, which use the above.
   ServerDetector detector_;

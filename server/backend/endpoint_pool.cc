@@ -61,6 +61,11 @@ EndpointPool::Change EndpointPool::Release(int index,
   } else if (response.transport.ok() && response.http_code < 500) {
     endpoint.limit.OnSuccess(response.elapsed, now);
   }
+  if (IsOutageSign(response)) {
+    ++endpoint.consecutive_outage_signs;
+  } else {
+    endpoint.consecutive_outage_signs = 0;
+  }
   Change change = Change::kNone;
   const bool failed = !response.transport.ok() || response.http_code >= 500;
   if (failed) {
@@ -113,6 +118,21 @@ bool EndpointPool::EveryEndpointFailing() const {
          std::all_of(endpoints_.begin(), endpoints_.end(),
                      [](const Endpoint& endpoint) {
                        return endpoint.consecutive_failures > 0;
+                     });
+}
+
+bool EndpointPool::IsOutageSign(const HttpResponse& response) {
+  if (!response.transport.ok()) {
+    return response.transport.code() != absl::StatusCode::kCancelled;
+  }
+  return response.http_code == 502 || response.http_code == 503 ||
+         response.http_code == 504;
+}
+
+bool EndpointPool::EveryEndpointDown(int failures) const {
+  return std::all_of(endpoints_.begin(), endpoints_.end(),
+                     [failures](const Endpoint& endpoint) {
+                       return endpoint.consecutive_outage_signs >= failures;
                      });
 }
 

@@ -64,6 +64,11 @@ class EndpointPool {
 
   // More than one endpoint, each of which failed its last attempt.
   bool EveryEndpointFailing() const;
+  // A sign that no server is there: connection refused or reset, a timeout,
+  // HTTP 502, 503 or 504 (what a proxy says with nothing behind it).
+  static bool IsOutageSign(const HttpResponse& response);
+  // Every endpoint's last `failures` attempts (at least) were outage signs.
+  bool EveryEndpointDown(int failures) const;
   // "URL (error), URL (ejected, error)": for the error a shard reports.
   std::string FailureSummary() const;
 
@@ -73,6 +78,7 @@ class EndpointPool {
     ConcurrencyLimit limit;
     int in_flight = 0;
     int consecutive_failures = 0;
+    int consecutive_outage_signs = 0;
     bool ejected = false;
     absl::Time ejected_until = absl::InfinitePast();
     std::string last_error = {};

@@ -99,6 +99,12 @@ Metrics::Metrics()
               .Help("Endpoints taken out of rotation after repeated "
                     "failures, cooling down.")
               .Register(*registry_)),
+      backend_up_(BuildGauge()
+                      .Name("sdg_backend_up")
+                      .Help("1 while the backend answers; 0 while every "
+                            "endpoint is failing and its calls wait "
+                            "(--backend_outage_limit).")
+                      .Register(*registry_)),
       backend_retries_total_(BuildCounter()
                                  .Name("sdg_backend_retries_total")
                                  .Help("Backend requests retried, by reason.")
@@ -113,7 +119,7 @@ Metrics::Metrics()
               .Help("Generated tokens the backends reported.")
               .Register(*registry_)) {
   // Present from the first scrape, so rate() and alerts see zeros, not gaps.
-  for (const char* state : {"succeeded", "failed", "cancelled"}) {
+  for (const char* state : {"succeeded", "failed", "cancelled", "suspended"}) {
     jobs_total_.Add({{"state", state}});
   }
   for (const char* outcome : {"succeeded", "failed"}) {
@@ -156,6 +162,12 @@ void Metrics::RowsFinished(absl::string_view outcome, int64_t count) {
 Metrics::BackendSeries Metrics::ForBackend(const std::string& backend,
                                            int endpoints) {
   backend_endpoints_.Add({{"backend", backend}}).Set(endpoints);
+  // The labels panels and alerts query, at zero until their first event.
+  backend_requests_total_.Add({{"backend", backend}, {"code", "200"}});
+  for (const char* reason :
+       {"connect_error", "timeout", "429", "500", "502", "503", "504"}) {
+    backend_retries_total_.Add({{"backend", backend}, {"reason", reason}});
+  }
   prompt_tokens_total_.Add({{"backend", backend}});
   generation_tokens_total_.Add({{"backend", backend}});
   return BackendSeries(*this, backend);
@@ -172,7 +184,10 @@ Metrics::BackendSeries::BackendSeries(Metrics& metrics,
       concurrency_limit_(
           metrics.backend_concurrency_limit_.Add({{"backend", backend}})),
       endpoints_ejected_(
-          metrics.backend_endpoints_ejected_.Add({{"backend", backend}})) {}
+          metrics.backend_endpoints_ejected_.Add({{"backend", backend}})),
+      up_(metrics.backend_up_.Add({{"backend", backend}})) {
+  up_.Set(1);
+}
 
 void Metrics::BackendSeries::Request(const std::string& code,
                                      absl::Duration elapsed) {

@@ -56,6 +56,8 @@ class Metrics {
     // Summed over the backend's endpoints.
     void ConcurrencyLimit(double limit) { concurrency_limit_.Set(limit); }
     void EndpointsEjected(double delta) { endpoints_ejected_.Increment(delta); }
+    // 0 while the backend is down (every endpoint failing), else 1.
+    void Up(bool up) { up_.Set(up ? 1 : 0); }
     void Retry(const std::string& reason);
 
    private:
@@ -69,6 +71,7 @@ class Metrics {
     prometheus::Gauge& in_flight_;
     prometheus::Gauge& concurrency_limit_;
     prometheus::Gauge& endpoints_ejected_;
+    prometheus::Gauge& up_;
   };
   BackendSeries ForBackend(const std::string& backend, int endpoints);
   void BackendTokens(const std::string& backend, int64_t prompt_tokens,
@@ -92,6 +95,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& backend_concurrency_limit_;
   prometheus::Family<prometheus::Gauge>& backend_endpoints_;
   prometheus::Family<prometheus::Gauge>& backend_endpoints_ejected_;
+  prometheus::Family<prometheus::Gauge>& backend_up_;
   prometheus::Family<prometheus::Counter>& backend_retries_total_;
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;

@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/http_get.h"
 
 namespace sdg::testing {
@@ -180,7 +182,7 @@ TEST_F(EndToEndTest, BadInputFileIsReportedBeforeAnythingIsSent) {
 TEST_F(EndToEndTest, DeadBackendFillsTheErrorFile) {
   StackOptions options;
   options.extra_backends = {"dead=http://127.0.0.1:1/v1"};
-  options.sdgd_args = {"--backend_max_attempts=1"};
+  options.sdgd_args = {"--backend_max_attempts=1", "--backend_outage_limit=0"};
   Start(options);
   std::string in = WriteDataset(6);
   CommandResult result = stack_->Sdgctl(
@@ -345,13 +347,51 @@ TEST_F(EndToEndTest, ApiKeyIsSentButNeverShown) {
   }
 }
 
+// A model server restarted under a running job: the job waits for it
+// instead of failing its shards, and succeeds with every row.
+TEST_F(EndToEndTest, ABackendOutageLongerThanTheRetryBudgetPausesTheJob) {
+  StackOptions options;
+  options.llmsim_args = {"--latency_ms=20"};
+  Start(options);
+  std::string in = WriteDataset(2000);
+  auto client = stack_->StartSdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--batch_size=8", "--num_workers=8"},
+      stack_->dir() + "/client.stderr");
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(Eventually([&] {
+    return json::parse(stack_->LlmsimStats())["requests"].get<int>() >= 20;
+  }));
+
+  absl::Status restarted = stack_->RestartLlmsim([&] {
+    // Down for longer than the retry budget (3 attempts, about 1.5 s of
+    // backoff): until sdgd's fourth probe has failed, 3.75 s in.
+    EXPECT_TRUE(Eventually(
+        [&] {
+          return absl::StrContains(stack_->SdgdLog(), "\"probes_failed\":4");
+        },
+        absl::Seconds(60)))
+        << stack_->SdgdLog();
+  });
+  ASSERT_TRUE(restarted.ok()) << restarted;
+
+  EXPECT_EQ((*client)->Wait(), 0) << ReadFile(stack_->dir() + "/client.stderr");
+  EXPECT_THAT(ReadFile(stack_->dir() + "/client.stderr"),
+              HasSubstr("JOB_STATE_SUCCEEDED: 2000/2000 rows generated"));
+  EXPECT_EQ(JsonLines(ReadFile(Out())).size(), 2000u);
+  EXPECT_EQ(ReadFile(Out() + ".errors.jsonl"), "");
+  const std::string log = stack_->SdgdLog();
+  EXPECT_THAT(log, HasSubstr("\"msg\":\"backend down\""));
+  EXPECT_THAT(log, HasSubstr("\"msg\":\"backend up\""));
+}
+
 // sdgd's log is what an operator greps and ships: one JSON object per line
 // with ts, level and msg, the fields that identify a failure, and no prompt
 // text at info level.
 TEST_F(EndToEndTest, LogIsJsonLinesWithFieldsAndNoPromptText) {
   StackOptions options;
   options.extra_backends = {"dead=http://127.0.0.1:1/v1"};
-  options.sdgd_args = {"--backend_max_attempts=2"};
+  options.sdgd_args = {"--backend_max_attempts=2", "--backend_outage_limit=0"};
   Start(options);
   std::string in = WriteDataset(4);
   CommandResult result = stack_->Sdgctl(

@@ -1,5 +1,7 @@
 #include "tests/e2e/stack.h"
 
+#include <signal.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -14,17 +16,13 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
   auto stack = std::make_unique<Stack>();
   stack->dir_ = MakeTempDir();
 
-  std::vector<std::string> llmsim = {LLMSIM_PATH, "--listen=127.0.0.1:0",
-                                     "--model=m"};
+  std::vector<std::string>& llmsim = stack->llmsim_argv_;
+  llmsim = {LLMSIM_PATH, "--listen=127.0.0.1:0", "--model=m"};
   llmsim.insert(llmsim.end(), options.llmsim_args.begin(),
                 options.llmsim_args.end());
-  auto sim = Subprocess::Start(llmsim, stack->dir_ + "/llmsim.log");
-  if (!sim.ok()) return sim.status();
-  stack->llmsim_ = *std::move(sim);
-  auto line = stack->llmsim_->ReadLineStartingWith("llmsim listening on",
-                                                   kStartTimeout);
-  if (!line.ok()) return line.status();
-  stack->llmsim_port_ = PortFromLine(*line);
+  if (absl::Status started = stack->StartLlmsim(); !started.ok()) {
+    return started;
+  }
 
   std::vector<std::string>& sdgd = stack->sdgd_argv_;
   sdgd = {SDGD_PATH, absl::StrCat("--listen=127.0.0.1:", options.sdgd_port),
@@ -41,6 +39,30 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
   sdgd.insert(sdgd.end(), options.sdgd_args.begin(), options.sdgd_args.end());
   if (absl::Status started = stack->StartSdgd(); !started.ok()) return started;
   return stack;
+}
+
+absl::Status Stack::StartLlmsim() {
+  auto sim = Subprocess::Start(
+      llmsim_argv_,
+      absl::StrCat(dir_, "/llmsim",
+                   llmsim_starts_ == 0 ? "" : absl::StrCat(".", llmsim_starts_),
+                   ".log"));
+  ++llmsim_starts_;
+  if (!sim.ok()) return sim.status();
+  llmsim_ = *std::move(sim);
+  auto line =
+      llmsim_->ReadLineStartingWith("llmsim listening on", kStartTimeout);
+  if (!line.ok()) return line.status();
+  llmsim_port_ = PortFromLine(*line);
+  return absl::OkStatus();
+}
+
+absl::Status Stack::RestartLlmsim(std::function<void()> while_stopped) {
+  llmsim_->Signal(SIGTERM);
+  llmsim_->Wait();
+  if (while_stopped) while_stopped();
+  llmsim_argv_[1] = absl::StrCat("--listen=127.0.0.1:", llmsim_port_);
+  return StartLlmsim();
 }
 
 absl::Status Stack::StartSdgd() {

@@ -46,6 +46,10 @@ class Stack {
   absl::StatusOr<int> RestartSdgd(
       int signal_number, std::function<void()> while_stopped = nullptr);
 
+  // Stops llmsim (SIGTERM), runs `while_stopped`, and starts it again on the
+  // same port: a model server restarted under a running job.
+  absl::Status RestartLlmsim(std::function<void()> while_stopped);
+
   // Runs sdgctl with --server set.
   CommandResult Sdgctl(std::vector<std::string> args) const;
   // Starts sdgctl with --server set; its stderr goes to `stderr_path`.
@@ -56,12 +60,15 @@ class Stack {
 
  private:
   absl::Status StartSdgd();
+  absl::Status StartLlmsim();
   // `sdgctl ARGS... --server=ADDRESS`.
   std::vector<std::string> SdgctlArgv(std::vector<std::string> args) const;
 
   std::string dir_;
   std::unique_ptr<Subprocess> llmsim_;
   std::unique_ptr<Subprocess> sdgd_;
+  std::vector<std::string> llmsim_argv_;
+  int llmsim_starts_ = 0;
   std::vector<std::string> sdgd_argv_;
   std::vector<std::string> sdgd_logs_;  // one per start, oldest first
   int port_ = 0;

@@ -274,6 +274,7 @@ TEST_F(BackendTest, EjectedEndpointComesBackAfterItsCooldown) {
 
 TEST_F(BackendTest, PoolWithEveryEndpointDownFailsNamingThem) {
   backend_defaults_.pool.eject_after_failures = 1;
+  backend_defaults_.outage.limit = absl::ZeroDuration();
   StartServer({{"dead", "http://127.0.0.1:1/v1,http://127.0.0.1:2/v1"}});
   v1::GenerateJobRequest request = Request(30);
   request.set_num_workers(1);
@@ -288,6 +289,29 @@ TEST_F(BackendTest, PoolWithEveryEndpointDownFailsNamingThem) {
               AllOf(HasSubstr("every endpoint of backend \"dead\" is failing"),
                     HasSubstr("http://127.0.0.1:1/v1"),
                     HasSubstr("http://127.0.0.1:2/v1")));
+}
+
+TEST_F(BackendTest, CallsWaitOutAnOutageThenFailAtItsLimitNamingTheEndpoints) {
+  backend_defaults_.outage.limit = absl::Milliseconds(300);
+  backend_defaults_.outage.failures = 2;
+  StartServer({{"dead", "http://127.0.0.1:1/v1,http://127.0.0.1:2/v1"}});
+  v1::GenerateJobRequest request = Request(6);
+
+  Events events = Run(request);
+  EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(events.Finished().rows_failed(), 6);
+  ASSERT_FALSE(events.Errors().empty());
+  for (const v1::ShardError& error : events.Errors()) {
+    EXPECT_EQ(error.code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(error.message(),
+                AllOf(HasSubstr("backend \"dead\" has been down for"),
+                      HasSubstr("past --backend_outage_limit (300ms)"),
+                      HasSubstr("http://127.0.0.1:1/v1 ("),
+                      HasSubstr("http://127.0.0.1:2/v1 (")));
+    // Waiting spent none of the call's attempts.
+    EXPECT_LT(error.attempts(), 3);
+  }
+  EXPECT_EQ(Metric(R"(sdg_backend_up{backend="dead"})"), 0);
 }
 
 TEST_F(BackendTest, ApiKeyIsSentAndNeverReported) {

@@ -24,6 +24,7 @@ sim_port=$(wait_for_port "$work/llmsim.out" "llmsim listening on")
 "$build/server/sdgd" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
   --backend=sim=http://127.0.0.1:$sim_port/v1 \
   --backend=dead=http://127.0.0.1:1/v1 --backend_max_attempts=1 \
+  --backend_outage_limit=0 \
   --state_dir="$work/state" \
   > "$work/sdgd.out" 2> "$work/sdgd.log" &
 pids+=($!)

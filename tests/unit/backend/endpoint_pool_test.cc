@@ -136,5 +136,40 @@ TEST(EndpointPoolTest, OverloadHalvesAnAdaptiveLimitAndFixingTheLimitSetsAll) {
   EXPECT_EQ(pool.TotalLimit(), 8);
 }
 
+TEST(EndpointPoolTest, OutageSignsAreWhatAServerThatIsNotThereGives) {
+  EXPECT_TRUE(EndpointPool::IsOutageSign(Refused()));
+  HttpResponse timeout;
+  timeout.transport = absl::DeadlineExceededError("timed out");
+  EXPECT_TRUE(EndpointPool::IsOutageSign(timeout));
+  for (long code : {502, 503, 504}) {
+    EXPECT_TRUE(EndpointPool::IsOutageSign(Http(code))) << code;
+  }
+  // A live server that refuses one request, or fails it once.
+  for (long code : {200, 400, 429, 500}) {
+    EXPECT_FALSE(EndpointPool::IsOutageSign(Http(code))) << code;
+  }
+  HttpResponse cancelled;
+  cancelled.transport = absl::CancelledError("cancelled");
+  EXPECT_FALSE(EndpointPool::IsOutageSign(cancelled));
+}
+
+TEST(EndpointPoolTest, DownOnlyWhenEveryEndpointGaveOutageSignsInARow) {
+  EndpointPool pool = Pool(2, 4, /*eject_after=*/100);
+  auto attempt = [&](int endpoint, const HttpResponse& response) {
+    while (pool.Acquire(1 - endpoint, kStart) != endpoint) {
+    }
+    pool.Release(endpoint, response, kStart);
+  };
+  attempt(0, Refused());
+  attempt(0, Refused());
+  EXPECT_FALSE(pool.EveryEndpointDown(2));  // e1 has not failed
+  attempt(1, Http(503));
+  attempt(1, Http(400));  // a live server answered
+  EXPECT_FALSE(pool.EveryEndpointDown(2));
+  attempt(1, Http(503));
+  attempt(1, Http(502));
+  EXPECT_TRUE(pool.EveryEndpointDown(2));
+}
+
 }  // namespace
 }  // namespace sdg
