@@ -255,14 +255,15 @@ void Backend::OnEndpointChange(int endpoint, EndpointPool::Change change) {
     case EndpointPool::Change::kReturned:
       metrics_.EndpointsEjected(-1);
       Log(LogLevel::kInfo, "endpoint back in service",
-          {{"backend", options_.name}, {"endpoint", pool_.base_url(endpoint)}});
+          {{"backend", options_.name},
+           {"endpoint", pool_.display_url(endpoint)}});
       return;
     case EndpointPool::Change::kEjected: {
       metrics_.EndpointsEjected(1);
       const absl::Duration cooldown = pool_.options().eject_cooldown;
       Log(LogLevel::kWarning, "endpoint ejected",
           {{"backend", options_.name},
-           {"endpoint", pool_.base_url(endpoint)},
+           {"endpoint", pool_.display_url(endpoint)},
            {"consecutive_failures", pool_.consecutive_failures(endpoint)},
            {"last_error", pool_.last_error(endpoint)},
            {"cooldown_s", absl::ToDoubleSeconds(cooldown)}});

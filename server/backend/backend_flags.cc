@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "server/http/url.h"
 
 namespace sdg {
 namespace {
@@ -119,7 +120,7 @@ absl::StatusOr<BackendOptions> ParseBackendFlag(absl::string_view flag) {
       absl::StrSplit(flag, absl::MaxSplits('=', 1));
   if (!IsValidName(parts.first) || parts.second.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--backend \"", flag,
+        "--backend \"", RedactUrlPassword(flag),
         "\": expected NAME=URL[,URL...] with NAME made of letters, digits, "
         "'_' and '-', e.g. vllm=http://127.0.0.1:8000/v1"));
   }
@@ -129,9 +130,9 @@ absl::StatusOr<BackendOptions> ParseBackendFlag(absl::string_view flag) {
     while (absl::EndsWith(url, "/")) url.remove_suffix(1);
     if (!absl::StartsWith(url, "http://") &&
         !absl::StartsWith(url, "https://")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--backend ", options.name, ": \"", url,
-                       "\" is not an http:// or https:// URL"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--backend ", options.name, ": \"", RedactUrlPassword(url),
+          "\" is not an http:// or https:// URL"));
     }
     options.base_urls.emplace_back(url);
   }

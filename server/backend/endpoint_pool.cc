@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/http/url.h"
 
 namespace sdg {
 namespace {
@@ -21,7 +22,9 @@ EndpointPool::EndpointPool(const std::vector<std::string>& base_urls,
                            const Options& options)
     : options_(options) {
   for (const std::string& url : base_urls) {
-    endpoints_.push_back(Endpoint{.base_url = url, .limit = limit});
+    endpoints_.push_back(Endpoint{.base_url = url,
+                                  .display_url = RedactUrlPassword(url),
+                                  .limit = limit});
   }
 }
 
@@ -139,7 +142,7 @@ bool EndpointPool::EveryEndpointDown(int failures) const {
 std::string EndpointPool::FailureSummary() const {
   std::vector<std::string> parts;
   for (const Endpoint& endpoint : endpoints_) {
-    parts.push_back(absl::StrCat(endpoint.base_url,
+    parts.push_back(absl::StrCat(endpoint.display_url,
                                  endpoint.ejected ? " (ejected, " : " (",
                                  endpoint.last_error, ")"));
   }

@@ -37,6 +37,10 @@ class EndpointPool {
   const std::string& base_url(int endpoint) const {
     return endpoints_[endpoint].base_url;
   }
+  // The base URL without its password, if it has one: for logs and errors.
+  const std::string& display_url(int endpoint) const {
+    return endpoints_[endpoint].display_url;
+  }
   const std::string& last_error(int endpoint) const {
     return endpoints_[endpoint].last_error;
   }
@@ -75,6 +79,7 @@ class EndpointPool {
  private:
   struct Endpoint {
     std::string base_url;
+    std::string display_url;
     ConcurrencyLimit limit;
     int in_flight = 0;
     int consecutive_failures = 0;

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/http/url.h"
 
 namespace sdg {
 
@@ -321,10 +322,10 @@ void HttpClient::CompleteFinishedTransfers() {
                         &response.http_code);
     } else {
       response.body.clear();
-      response.transport =
-          absl::Status(response.transport.code(),
-                       absl::StrCat(response.transport.message(), " (",
-                                    transfer->request.url, ")"));
+      response.transport = absl::Status(
+          response.transport.code(),
+          absl::StrCat(response.transport.message(), " (",
+                       RedactUrlPassword(transfer->request.url), ")"));
     }
     FinishTransfer(transfer->id, std::move(response));
   }

@@ -314,6 +314,19 @@ TEST_F(BackendTest, CallsWaitOutAnOutageThenFailAtItsLimitNamingTheEndpoints) {
   EXPECT_EQ(Metric(R"(sdg_backend_up{backend="dead"})"), 0);
 }
 
+TEST_F(BackendTest, APasswordInTheBackendUrlIsNeverReported) {
+  backend_defaults_.outage.limit = absl::ZeroDuration();
+  backend_defaults_.retry.max_attempts = 1;
+  StartServer({{"dead", "http://user:s3cret-pw@127.0.0.1:1/v1"}});
+  Events events = Run(Request(3));
+  ASSERT_FALSE(events.Errors().empty());
+  for (const v1::ShardError& error : events.Errors()) {
+    EXPECT_THAT(error.message(), HasSubstr("user:[redacted]@127.0.0.1:1"));
+    EXPECT_THAT(error.message(), Not(HasSubstr("s3cret-pw")));
+  }
+  EXPECT_THAT(server_->metrics().Serialize(), Not(HasSubstr("s3cret-pw")));
+}
+
 TEST_F(BackendTest, ApiKeyIsSentAndNeverReported) {
   const std::string key = "sk-test-0123456789abcdef";
   llmsim::SimServer::Options options;
