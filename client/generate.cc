@@ -270,6 +270,7 @@ absl::StatusOr<GenerateSummary> RunGenerate(
     grpc::Channel& channel, const GenerateOptions& options,
     std::ostream& progress_out, CallStopper& stopper,
     absl::FunctionRef<void(const std::string& job_id)> on_created) {
+  const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<JsonRow>> inputs =
       ReadJsonlRows(options.input_path);
   if (!inputs.ok()) return inputs.status();
@@ -304,6 +305,7 @@ absl::StatusOr<GenerateSummary> RunGenerate(
   if (!followed.ok()) return followed.status();
   summary.call_status = followed->status;
   summary.reconnects = followed->reconnects;
+  summary.client_elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   progress.Update(tally.done, tally.failed, summary.total_rows, true);
   progress.BreakLine();
   if (absl::Status closed = files.Close(MissingRowsReason(summary), summary);
@@ -360,7 +362,10 @@ std::string FormatSummary(const GenerateSummary& summary,
   if (summary.rows_failed > 0) {
     absl::StrAppend(&text, " -> ", summary.errors_path);
   }
-  absl::StrAppendFormat(&text, ", %.2f s", summary.finished.elapsed_seconds());
+  absl::StrAppendFormat(&text, ", %.2f s",
+                        summary.finished.state() != v1::JOB_STATE_UNSPECIFIED
+                            ? summary.finished.elapsed_seconds()
+                            : summary.client_elapsed_seconds);
   if (!summary.finished.reason().empty()) {
     absl::StrAppend(&text, " (", summary.finished.reason(), ")");
   }

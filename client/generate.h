@@ -45,6 +45,9 @@ struct GenerateSummary {
   int64_t lines_written = 0;
   int64_t rows_failed = 0;  // rows written to the errors file
   std::string errors_path;
+  // From submitting to the end of following: what the summary shows when
+  // the job's own `finished` never came.
+  double client_elapsed_seconds = 0;
 
   bool AllRowsSucceeded() const {
     return call_status.ok() && finished.state() == v1::JOB_STATE_SUCCEEDED &&

@@ -63,6 +63,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   }
 
   server->metrics_.Workers(opts.scheduler.max_workers);
+  server->options_.service.backend_models =
+      [backends = backends_by_name](const std::string& name) {
+        auto it = backends.find(name);
+        return it == backends.end() ? std::vector<std::string>()
+                                    : it->second->models();
+      };
   server->runner_ = std::make_unique<BackendShardRunner>(
       std::move(backends_by_name), server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
@@ -64,6 +65,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
       ValidateRequest(request, backends_, options_.limits);
   absl::Status valid =
       spec.ok() ? ValidateDatasetSource(request) : spec.status();
+  if (valid.ok() && spec->block.model().empty()) valid = ChooseModel(*spec);
   if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
         {{"job_id", Quoted(request.job_id())},
@@ -86,6 +88,27 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   return job;
 }
 
+absl::Status GenerationService::ChooseModel(JobSpec& spec) const {
+  const std::string& backend = spec.block.backend();
+  std::vector<std::string> models = options_.backend_models
+                                        ? options_.backend_models(backend)
+                                        : std::vector<std::string>();
+  if (models.size() == 1) {
+    spec.block.set_model(models.front());
+    return absl::OkStatus();
+  }
+  if (models.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block.model: empty, and backend ", Quoted(backend),
+        " has not listed its models (/v1/models); name the model"));
+  }
+  std::vector<std::string> quoted;
+  for (const std::string& model : models) quoted.push_back(Quoted(model));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "block.model: empty, and backend ", Quoted(backend), " lists ",
+      models.size(), " models; name one of: ", absl::StrJoin(quoted, ", ")));
+}
+
 absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
     const v1::GenerateJobRequest& request, const std::string& digest,
     JobSpec spec) {
@@ -104,6 +127,8 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
   record.request = request;
   record.request.clear_rows();  // they are the dataset now
   record.request.set_job_id(job_id);
+  // As run: a resumed job asks the model chosen now.
+  record.request.mutable_block()->set_model(spec.block.model());
   record.request_digest = digest;
   record.create_time = absl::Now();
   if (absl::Status added = store_.AddJob(record); !added.ok()) {

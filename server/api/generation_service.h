@@ -26,6 +26,9 @@ class GenerationService final : public v1::GenerationService::CallbackService {
     absl::Duration job_retention = absl::Hours(24 * 7);
     // Where dataset_path may point; empty refuses dataset_path.
     std::string data_root;
+    // The models a backend lists (/v1/models), for a block that names none.
+    std::function<std::vector<std::string>(const std::string& backend)>
+        backend_models;
   };
 
   // `backends`: the names of the server's backends, the default first.
@@ -73,6 +76,9 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   // made before (idempotent submit).
   absl::StatusOr<std::shared_ptr<Job>> Admit(
       const v1::GenerateJobRequest& request);
+  // A block with no model gets the backend's one model, or the error lists
+  // what it has.
+  absl::Status ChooseModel(JobSpec& spec) const;
   absl::StatusOr<std::shared_ptr<Job>> AdmitNew(
       const v1::GenerateJobRequest& request, const std::string& digest,
       JobSpec spec);

@@ -65,6 +65,11 @@ Backend::~Backend() {
   if (probe_timer != 0) http_.CancelTimer(probe_timer);
 }
 
+std::vector<std::string> Backend::models() const {
+  absl::MutexLock lock(&mu_);
+  return models_;
+}
+
 bool Backend::down() const {
   absl::MutexLock lock(&mu_);
   return down_since_ != absl::InfiniteFuture();
@@ -90,10 +95,11 @@ ServerDetector::Done Backend::OnDetected() {
 void Backend::ApplyTraits(const ServerTraits& traits) {
   traits_known_ = true;
   server_kind_ = traits.kind;
+  if (traits.kind != ServerKind::kUnknown) models_ = traits.models;
   if (traits.kind == ServerKind::kUnknown) {
     Log(LogLevel::kWarning,
-        "backend did not answer /v1/models or /props; using defaults until "
-        "it does",
+        "backend detection failed; using defaults (no batching) until it "
+        "succeeds",
         {{"backend", options_.name},
          {"error", options_.api_key.Redact(traits.error)}});
   }

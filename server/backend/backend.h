@@ -109,6 +109,8 @@ class Backend {
 
   // Whether the backend is down (see above); for tests.
   bool down() const;
+  // The models its /v1/models listed at the last detection (none before).
+  std::vector<std::string> models() const;
 
  private:
   struct Call {
@@ -182,6 +184,7 @@ class Backend {
   bool traits_known_ ABSL_GUARDED_BY(mu_) = false;
   bool batching_ ABSL_GUARDED_BY(mu_) = false;
   ServerKind server_kind_ ABSL_GUARDED_BY(mu_) = ServerKind::kUnknown;
+  std::vector<std::string> models_ ABSL_GUARDED_BY(mu_);
   // Outages: InfiniteFuture while up.
   absl::Time down_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Time next_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

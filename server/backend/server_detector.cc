@@ -54,6 +54,10 @@ ServerTraits DetectServer(const HttpResponse& models,
     nlohmann::json json = nlohmann::json::parse(models.body, nullptr, false);
     if (json.is_object() && json.contains("data") && json["data"].is_array()) {
       for (const nlohmann::json& model : json["data"]) {
+        if (model.is_object() && model.contains("id") &&
+            model["id"].is_string()) {
+          traits.models.push_back(model["id"].get<std::string>());
+        }
         if (model.is_object() && model.value("owned_by", "") == "vllm") {
           traits.kind = ServerKind::kVllm;
           traits.accepts_prompt_lists = true;
@@ -62,7 +66,14 @@ ServerTraits DetectServer(const HttpResponse& models,
     }
     return traits;
   }
-  if (models.transport.ok() || props.transport.ok()) {
+  if (IsHttpReply(models, 401) || IsHttpReply(models, 403)) {
+    // A wrong API key: the server is there but will not say what it is.
+    // Detection is asked again later (RetryIfDue), as for a server down.
+    traits.error =
+        absl::StrCat("HTTP ", models.http_code,
+                     " from /v1/models: the server refused the API key (see "
+                     "--backend_api_key_file or SDG_BACKEND_API_KEY_<NAME>)");
+  } else if (models.transport.ok() || props.transport.ok()) {
     traits.kind =
         ServerKind::kOpenAiCompatible;  // it answered, if not usefully
   } else {

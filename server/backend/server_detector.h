@@ -30,6 +30,8 @@ struct ServerTraits {
   ServerKind kind = ServerKind::kUnknown;
   bool accepts_prompt_lists = false;  // vLLM
   std::optional<int> total_slots;     // llama.cpp
+  // The model ids /v1/models lists.
+  std::vector<std::string> models;
   // kUnknown: why the endpoint did not answer (for the warning in the log).
   std::string error;
 };

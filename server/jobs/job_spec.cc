@@ -167,10 +167,6 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
   if (!prompt_template.ok()) {
     return Invalid("block.prompt_template", prompt_template.status().message());
   }
-  if (block.model().empty()) {
-    return Invalid("block.model",
-                   "must name the model to ask (see the backend's /v1/models)");
-  }
   if (absl::Status s = CheckSampling(block); !s.ok()) return s;
   if (block.max_tokens() < 0) {
     return Invalid(

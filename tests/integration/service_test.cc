@@ -136,6 +136,32 @@ TEST_F(ServiceTest, DeadBackendGivesShardErrorsAndTheCallStillSucceeds) {
       "7 of 7 rows failed (in 3 of 3 shards); see the shard_error events");
 }
 
+TEST_F(ServiceTest, AnEmptyModelIsTheBackendsOnlyModel) {
+  StartServer({sim_.url(), "http://127.0.0.1:1/v1"});
+  ASSERT_TRUE(testing::Eventually([&] {
+    // Detection runs at start; until it ends the model is not known.
+    v1::GenerateJobRequest probe = Request(1);
+    probe.mutable_block()->clear_model();
+    return Run(probe).status.ok();
+  }));
+  v1::GenerateJobRequest request = Request(3);
+  request.mutable_block()->clear_model();
+  Events events = Run(request);
+  ASSERT_TRUE(events.status.ok()) << events.status.error_message();
+  EXPECT_EQ(events.Rows().size(), 3u);
+  absl::StatusOr<v1::Job> job = GetJob(events.all.front().job_id());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->block().model(), "m");  // what llmsim lists
+
+  // A backend that never listed its models: the caller must name one.
+  request.mutable_block()->set_backend("other");
+  events = Run(request);
+  EXPECT_EQ(events.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(events.status.error_message(),
+            "block.model: empty, and backend \"other\" has not listed its "
+            "models (/v1/models); name the model");
+}
+
 TEST_F(ServiceTest, AnUnknownHugeJobIdIsNamedByItsFirstBytes) {
   StartServer({sim_.url()});
   absl::StatusOr<v1::Job> job = GetJob(std::string(1 << 20, 'j'));

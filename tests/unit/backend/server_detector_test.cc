@@ -50,8 +50,19 @@ TEST(DetectServerTest, OtherServersGetOneRequestPerRow) {
                    Reply(404, "not found"));
   EXPECT_EQ(traits.kind, ServerKind::kOpenAiCompatible);
   EXPECT_FALSE(traits.accepts_prompt_lists);
-  EXPECT_EQ(DetectServer(Reply(401, "{}"), Reply(404, "")).kind,
+  EXPECT_EQ(DetectServer(Reply(500, "{}"), Reply(404, "")).kind,
             ServerKind::kOpenAiCompatible);
+}
+
+TEST(DetectServerTest, ARefusedApiKeyIsUnknownSayingSoSoItIsAskedAgain) {
+  for (long code : {401, 403}) {
+    ServerTraits traits = DetectServer(Reply(code, "{}"), Reply(404, ""));
+    EXPECT_EQ(traits.kind, ServerKind::kUnknown);
+    EXPECT_EQ(traits.error,
+              "HTTP " + std::to_string(code) +
+                  " from /v1/models: the server refused the API key (see "
+                  "--backend_api_key_file or SDG_BACKEND_API_KEY_<NAME>)");
+  }
 }
 
 TEST(DetectServerTest, NoAnswerIsUnknownWithTheReason) {

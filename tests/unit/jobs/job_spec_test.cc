@@ -121,10 +121,12 @@ TEST_F(ValidateRequestTest, OneDatasetSourceOnly) {
   EXPECT_TRUE(ValidateDatasetSource(request).ok());
 }
 
-TEST_F(ValidateRequestTest, ModelIsRequired) {
+TEST_F(ValidateRequestTest, AnEmptyModelIsLeftForTheServiceToChoose) {
   auto request = Request();
   request.mutable_block()->clear_model();
-  EXPECT_THAT(Check(request).message(), HasSubstr("block.model: must name"));
+  auto spec = ValidateRequest(request, backends_, limits_);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->block.model(), "");
 }
 
 TEST_F(ValidateRequestTest, BadJobIdIsRejected) {
