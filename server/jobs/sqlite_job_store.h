@@ -5,7 +5,8 @@
 //   uploads/ID/rows.{bin,idx}  uploaded datasets
 //   LOCK                       held (flock) by the one sdgd using the dir
 // A job's shard commits are its events.log records: a shard is committed
-// exactly when its shard_result or shard_error record is whole on disk.
+// exactly when its group of events (shard_result parts, shard_error runs)
+// is whole on disk.
 #ifndef SDG_SERVER_JOBS_SQLITE_JOB_STORE_H_
 #define SDG_SERVER_JOBS_SQLITE_JOB_STORE_H_
 
