@@ -13,6 +13,7 @@
 #include "server/api/dataset_upload.h"
 #include "server/api/job_stream.h"
 #include "server/api/status_util.h"
+#include "server/api/wire.h"
 
 namespace sdg {
 namespace {
@@ -25,6 +26,23 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+// A unary method on raw bytes: decodes the request, runs `handle` and
+// answers with its status and, if OK, its response.
+template <typename Request, typename Response>
+grpc::ServerUnaryReactor* AnswerDecoded(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw_request,
+    grpc::ByteBuffer* raw_response,
+    absl::FunctionRef<absl::Status(const Request&, Response&)> handle) {
+  Request request;
+  absl::Status status = DecodeRequest(raw_request, request);
+  if (status.ok()) {
+    Response response;
+    status = handle(request, response);
+    if (status.ok()) *raw_response = EncodeMessage(response);
+  }
+  return Answer(context, status);
 }
 
 }  // namespace
@@ -320,17 +338,26 @@ absl::Status GenerationService::Restore(JobRecord record) {
   return absl::OkStatus();
 }
 
-grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  v1::GenerateJobRequest decoded;
+  if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
+    return JobStreamReactor::Reject(ToGrpcStatus(s));
+  }
+  return StartGenerateJob(context, decoded);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartGenerateJob(
     grpc::CallbackServerContext* context,
-    const v1::GenerateJobRequest* request) {
-  absl::StatusOr<std::shared_ptr<Job>> job = Admit(*request);
+    const v1::GenerateJobRequest& request) {
+  absl::StatusOr<std::shared_ptr<Job>> job = Admit(request);
   if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
   absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
       (*job)->log()->Read(0);
   if (!reader.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
   }
-  if (request->detach()) {
+  if (request.detach()) {
     return JobStreamReactor::Create(*std::move(reader), nullptr);
   }
   // The call also ends this way when its deadline passes: the server's
@@ -354,19 +381,32 @@ grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::GenerateJob(
 }
 
 grpc::ServerUnaryReactor* GenerationService::CreateJob(
-    grpc::CallbackServerContext* context, const v1::GenerateJobRequest* request,
-    v1::Job* response) {
-  absl::StatusOr<std::shared_ptr<Job>> job = Admit(*request);
-  if (job.ok()) *response = (*job)->Snapshot();
-  return Answer(context, job.status());
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return AnswerDecoded<v1::GenerateJobRequest, v1::Job>(
+      context, *request, response,
+      [this](const v1::GenerateJobRequest& request, v1::Job& job) {
+        absl::StatusOr<std::shared_ptr<Job>> admitted = Admit(request);
+        if (admitted.ok()) job = (*admitted)->Snapshot();
+        return admitted.status();
+      });
 }
 
-grpc::ServerWriteReactor<v1::JobEvent>* GenerationService::WatchJob(
-    grpc::CallbackServerContext* context, const v1::WatchJobRequest* request) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request->job_id());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  v1::WatchJobRequest decoded;
+  if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
+    return JobStreamReactor::Reject(ToGrpcStatus(s));
+  }
+  return StartWatchJob(decoded);
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
+    const v1::WatchJobRequest& request) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request.job_id());
   if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
   absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
-      (*job)->log()->Read(request->after_sequence());
+      (*job)->log()->Read(request.after_sequence());
   if (!reader.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
   }
@@ -390,70 +430,96 @@ void GenerationService::PruneUploads() {
   }
 }
 
-grpc::ServerUnaryReactor* GenerationService::AnswerWithJob(
-    grpc::CallbackServerContext* context, const std::string& job_id,
-    v1::Job* response, absl::FunctionRef<void(Job&)> action) {
+absl::Status GenerationService::WithJob(const std::string& job_id,
+                                        v1::Job& response,
+                                        absl::FunctionRef<void(Job&)> action) {
   absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id);
-  if (!job.ok()) return Answer(context, job.status());
+  if (!job.ok()) return job.status();
   action(**job);
-  *response = (*job)->Snapshot();
-  return Answer(context, absl::OkStatus());
+  response = (*job)->Snapshot();
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* GenerationService::CancelJob(
-    grpc::CallbackServerContext* context, const v1::CancelJobRequest* request,
-    v1::Job* response) {
-  return AnswerWithJob(context, request->job_id(), response, [](Job& job) {
-    job.Cancel(absl::CancelledError("cancelled by CancelJob"));
-  });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return AnswerDecoded<v1::CancelJobRequest, v1::Job>(
+      context, *request, response,
+      [this](const v1::CancelJobRequest& request, v1::Job& job) {
+        return WithJob(request.job_id(), job, [](Job& job) {
+          job.Cancel(absl::CancelledError("cancelled by CancelJob"));
+        });
+      });
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetJob(
-    grpc::CallbackServerContext* context, const v1::GetJobRequest* request,
-    v1::Job* response) {
-  return AnswerWithJob(context, request->job_id(), response, [](Job&) {});
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return AnswerDecoded<v1::GetJobRequest, v1::Job>(
+      context, *request, response,
+      [this](const v1::GetJobRequest& request, v1::Job& job) {
+        return WithJob(request.job_id(), job, [](Job&) {});
+      });
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListJobs(
-    grpc::CallbackServerContext* context, const v1::ListJobsRequest* request,
-    v1::ListJobsResponse* response) {
-  if (request->page_size() < 0 || request->page_size() > kMaxPageSize) {
-    return Answer(context, absl::InvalidArgumentError(absl::StrCat(
-                               "page_size: must be between 0 and ",
-                               kMaxPageSize, ", got ", request->page_size())));
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return AnswerDecoded<v1::ListJobsRequest, v1::ListJobsResponse>(
+      context, *request, response,
+      [this](const v1::ListJobsRequest& request,
+             v1::ListJobsResponse& response) {
+        return ListJobsPage(request, response);
+      });
+}
+
+absl::Status GenerationService::ListJobsPage(const v1::ListJobsRequest& request,
+                                             v1::ListJobsResponse& response) {
+  if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be between 0 and ", kMaxPageSize,
+                     ", got ", request.page_size()));
   }
-  if (!v1::JobState_IsValid(request->state())) {
-    return Answer(context, absl::InvalidArgumentError(absl::StrCat(
-                               "state: unknown value ", request->state())));
+  if (!v1::JobState_IsValid(request.state())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state: unknown value ", request.state()));
   }
   absl::StatusOr<JobRegistry::Page> page = registry_.ListPage(
-      request->page_token(),
-      request->page_size() == 0 ? kDefaultPageSize : request->page_size(),
-      request->state());
-  if (!page.ok()) return Answer(context, page.status());
+      request.page_token(),
+      request.page_size() == 0 ? kDefaultPageSize : request.page_size(),
+      request.state());
+  if (!page.ok()) return page.status();
   for (const std::shared_ptr<Job>& job : page->jobs) {
-    *response->add_jobs() = job->Snapshot();
+    *response.add_jobs() = job->Snapshot();
   }
-  response->set_next_page_token(page->next_page_token);
-  return Answer(context, absl::OkStatus());
+  response.set_next_page_token(page->next_page_token);
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* GenerationService::DeleteJob(
-    grpc::CallbackServerContext* context, const v1::DeleteJobRequest* request,
-    google::protobuf::Empty* response) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request->job_id());
-  if (!job.ok()) return Answer(context, job.status());
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return AnswerDecoded<v1::DeleteJobRequest, google::protobuf::Empty>(
+      context, *request, response,
+      [this](const v1::DeleteJobRequest& request, google::protobuf::Empty&) {
+        return DeleteFinishedJob(request);
+      });
+}
+
+absl::Status GenerationService::DeleteFinishedJob(
+    const v1::DeleteJobRequest& request) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request.job_id());
+  if (!job.ok()) return job.status();
   if (!(*job)->IsFinished() ||
       (*job)->Snapshot().state() == v1::JOB_STATE_SUSPENDED) {
-    return Answer(context,
-                  absl::FailedPreconditionError(absl::StrCat(
-                      "job ", Quoted(request->job_id()),
-                      " has not finished; cancel it (CancelJob) first")));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", Quoted(request.job_id()),
+                     " has not finished; cancel it (CancelJob) first"));
   }
-  registry_.Remove(request->job_id());
-  absl::Status removed = store_.RemoveJob(request->job_id());
-  Log(LogLevel::kInfo, "job deleted", {{"job_id", request->job_id()}});
-  return Answer(context, removed);
+  registry_.Remove(request.job_id());
+  absl::Status removed = store_.RemoveJob(request.job_id());
+  Log(LogLevel::kInfo, "job deleted", {{"job_id", request.job_id()}});
+  return removed;
 }
 
 void GenerationService::StartDraining() {

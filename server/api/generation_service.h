@@ -19,7 +19,21 @@
 
 namespace sdg {
 
-class GenerationService final : public v1::GenerationService::CallbackService {
+// The methods whose requests arrive as bytes (wire.h): every one but
+// UploadDataset, whose chunks are bytes already.
+using GenerationServiceBase =
+    v1::GenerationService::WithRawCallbackMethod_GenerateJob<
+        v1::GenerationService::WithRawCallbackMethod_CreateJob<
+            v1::GenerationService::WithRawCallbackMethod_WatchJob<
+                v1::GenerationService::WithRawCallbackMethod_CancelJob<
+                    v1::GenerationService::WithRawCallbackMethod_GetJob<
+                        v1::GenerationService::WithRawCallbackMethod_ListJobs<
+                            v1::GenerationService::
+                                WithRawCallbackMethod_DeleteJob<
+                                    v1::GenerationService::
+                                        CallbackService>>>>>>>;
+
+class GenerationService final : public GenerationServiceBase {
  public:
   struct Options {
     ValidationLimits limits;
@@ -39,29 +53,29 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   // Returns how many were resumed.
   absl::StatusOr<int> ResumeStoredJobs();
 
-  grpc::ServerWriteReactor<v1::JobEvent>* GenerateJob(
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateJob(
       grpc::CallbackServerContext* context,
-      const v1::GenerateJobRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* CreateJob(grpc::CallbackServerContext* context,
-                                      const v1::GenerateJobRequest* request,
-                                      v1::Job* response) override;
-  grpc::ServerWriteReactor<v1::JobEvent>* WatchJob(
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchJob(
       grpc::CallbackServerContext* context,
-      const v1::WatchJobRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerReadReactor<v1::DatasetChunk>* UploadDataset(
       grpc::CallbackServerContext* context, v1::Dataset* response) override;
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
-                                      const v1::CancelJobRequest* request,
-                                      v1::Job* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
-                                   const v1::GetJobRequest* request,
-                                   v1::Job* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
-                                     const v1::ListJobsRequest* request,
-                                     v1::ListJobsResponse* response) override;
-  grpc::ServerUnaryReactor* DeleteJob(
-      grpc::CallbackServerContext* context, const v1::DeleteJobRequest* request,
-      google::protobuf::Empty* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
 
   // Shutdown, in order: refuse new jobs (UNAVAILABLE), let running ones end
   // until a deadline, then suspend or cancel the rest.
@@ -92,12 +106,19 @@ class GenerationService final : public v1::GenerationService::CallbackService {
   // A stored job as a Job; unfinished ones are resumed.
   absl::Status Restore(JobRecord record);
 
-  // Finds the job (NOT_FOUND otherwise), applies `action` to it and answers
-  // with its snapshot.
-  grpc::ServerUnaryReactor* AnswerWithJob(grpc::CallbackServerContext* context,
-                                          const std::string& job_id,
-                                          v1::Job* response,
-                                          absl::FunctionRef<void(Job&)> action);
+  // The methods on decoded requests.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StartGenerateJob(
+      grpc::CallbackServerContext* context,
+      const v1::GenerateJobRequest& request);
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatchJob(
+      const v1::WatchJobRequest& request);
+  absl::Status ListJobsPage(const v1::ListJobsRequest& request,
+                            v1::ListJobsResponse& response);
+  absl::Status DeleteFinishedJob(const v1::DeleteJobRequest& request);
+  // Finds the job (NOT_FOUND otherwise), applies `action` to it and gives
+  // its snapshot.
+  absl::Status WithJob(const std::string& job_id, v1::Job& response,
+                       absl::FunctionRef<void(Job&)> action);
 
   const Options options_;
   const BackendNames backends_;

@@ -1,6 +1,7 @@
 #include "server/api/job_stream.h"
 
 #include "server/api/status_util.h"
+#include "server/api/wire.h"
 
 namespace sdg {
 
@@ -19,7 +20,7 @@ StreamCursor::Action StreamCursor::NextActionLocked() {
     finish_called_ = true;
     action.finish = ToGrpcStatus(next.status());
   } else if (next->has_value()) {
-    in_flight_ = **std::move(next);
+    in_flight_ = EncodeMessage(**next);
     write_in_flight_ = true;
     action.write = &in_flight_;
   } else if (std::optional<absl::Status> end = reader_->End()) {

@@ -35,7 +35,7 @@ class StreamCursor : public std::enable_shared_from_this<StreamCursor> {
   // are never called under mu_: gRPC may run reactions inline.
   struct Action {
     JobStreamReactor* reactor = nullptr;
-    const v1::JobEvent* write = nullptr;
+    const grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
     // Nothing to send yet: wait for the log to commit after this sequence.
     std::optional<uint64_t> wait_after;
@@ -52,13 +52,17 @@ class StreamCursor : public std::enable_shared_from_this<StreamCursor> {
   const std::unique_ptr<EventLog::Reader> reader_ ABSL_PT_GUARDED_BY(mu_);
   // Set once, by Attach; not called after Finish.
   JobStreamReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
-  v1::JobEvent in_flight_;  // written by the reactor; owned by the write
+  // The event being written, serialized; owned by the write.
+  grpc::ByteBuffer in_flight_;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or write failed
   bool finish_called_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-class JobStreamReactor final : public grpc::ServerWriteReactor<v1::JobEvent> {
+// Writes serialized JobEvents: the service's streaming methods are raw
+// (see wire.h).
+class JobStreamReactor final
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // A call that is rejected: nothing is streamed.
   static JobStreamReactor* Reject(const grpc::Status& status);

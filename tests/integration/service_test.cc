@@ -162,6 +162,46 @@ TEST_F(ServiceTest, AnEmptyModelIsTheBackendsOnlyModel) {
             "models (/v1/models); name the model");
 }
 
+// A request protobuf cannot parse is the caller's mistake, said as such (not
+// gRPC's generated UNIMPLEMENTED or INTERNAL with no message).
+TEST_F(ServiceTest, ARequestThatDoesNotDecodeIsInvalidArgumentSayingWhy) {
+  StartServer({sim_.url()});
+  v1::GenerateJobRequest bad_utf8 = Request(1);
+  bad_utf8.set_job_id("\xff\xfe");  // proto3 strings must be UTF-8
+  v1::GenerateJobRequest too_deep = Request(1);
+  google::protobuf::Value* value =
+      &(*too_deep.mutable_rows(0)->mutable_fields())["deep"];
+  for (int i = 0; i < 200; ++i) {
+    value = &(*value->mutable_struct_value()->mutable_fields())["x"];
+  }
+  for (const v1::GenerateJobRequest& request : {bad_utf8, too_deep}) {
+    Events events = Run(request);
+    EXPECT_EQ(events.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(events.status.error_message(),
+                HasSubstr("the GenerateJobRequest could not be decoded"));
+    EXPECT_TRUE(events.all.empty());
+
+    grpc::ClientContext context;
+    v1::Job job;
+    grpc::Status status = stub_->CreateJob(&context, request, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("the GenerateJobRequest could not be decoded"));
+  }
+  grpc::ClientContext context;
+  v1::WatchJobRequest watch;
+  watch.set_job_id("\xff");
+  auto reader = stub_->WatchJob(&context, watch);
+  v1::JobEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("the WatchJobRequest could not be decoded"));
+  // The server goes on serving.
+  EXPECT_TRUE(Run(Request(2)).status.ok());
+}
+
 TEST_F(ServiceTest, AnUnknownHugeJobIdIsNamedByItsFirstBytes) {
   StartServer({sim_.url()});
   absl::StatusOr<v1::Job> job = GetJob(std::string(1 << 20, 'j'));
