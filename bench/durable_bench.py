@@ -173,6 +173,36 @@ class Bench:
         print(f"memory: {rows} rows ({size / 1e6:.0f} MB): RSS {before:.0f} MB "
               f"before, peak {peak:.0f} MB, {after:.0f} MB after", flush=True)
 
+    def run_inline_memory(self, quick):
+        # 200,000 rows of about 146 bytes sent inline in one CreateJob (what
+        # a grpcurl or SDK user does): sdgd's peak against the request.
+        rows = 20000 if quick else 200000
+        dataset = os.path.join(self.work, "inline.jsonl")
+        write_dataset(dataset, rows, "x" * 80)
+        size = os.path.getsize(dataset)
+        proc, address, _ = self.start_sdgd([f"--state_dir={self.work}/inline"])
+        time.sleep(0.5)
+        before = vm(proc.pid, "VmRSS")
+        sent = subprocess.run(
+            [os.path.join(self.build, "bench/inline_job"), address, dataset,
+             "inline", "sim0"], capture_output=True, text=True, check=True)
+        request_bytes = int(sent.stdout)
+        done = self.await_end(address, "inline", every=0.5)
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done
+        time.sleep(1)
+        after = vm(proc.pid, "VmRSS")
+        peak = vm(proc.pid, "VmHWM")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
+        self.results["inline_memory"] = {
+            "rows": rows, "jsonl_mb": size / 1e6,
+            "request_mb": request_bytes / 1e6, "rss_before_mb": before,
+            "rss_peak_mb": peak, "rss_after_mb": after,
+            "peak_over_request": (peak - before) / (request_bytes / 1e6)}
+        print(f"inline memory: {rows} rows, request {request_bytes / 1e6:.1f} "
+              f"MB: RSS {before:.0f} MB before, peak {peak:.0f} MB, "
+              f"{after:.0f} MB after", flush=True)
+
     def run_restart(self):
         rows = 20000
         dataset = os.path.join(self.work, f"rows-{rows}.jsonl")
@@ -218,6 +248,7 @@ def main():
         bench.sim50 = bench.start_llmsim("--latency_ms=50")
         bench.run_throughput(args.quick)
         bench.run_memory(args.quick)
+        bench.run_inline_memory(args.quick)
         bench.run_restart()
     finally:
         bench.stop()

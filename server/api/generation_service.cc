@@ -59,7 +59,8 @@ GenerationService::GenerationService(const Options& options,
       registry_(options.job_retention, store) {}
 
 absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
-    const v1::GenerateJobRequest& request) {
+    const DecodedJobRequest& decoded) {
+  const v1::GenerateJobRequest& request = decoded.fields;
   {
     absl::MutexLock lock(&mu_);
     if (draining_) {
@@ -67,7 +68,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
           "server is shutting down; retry against another replica");
     }
   }
-  const std::string digest = RequestDigest(request);
+  const std::string digest = RequestDigest(request, decoded.rows);
   if (!request.job_id().empty()) {
     if (absl::StatusOr<std::shared_ptr<Job>> existing =
             registry_.Find(request.job_id());
@@ -82,7 +83,9 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   absl::StatusOr<JobSpec> spec =
       ValidateRequest(request, backends_, options_.limits);
   absl::Status valid =
-      spec.ok() ? ValidateDatasetSource(request) : spec.status();
+      spec.ok() ? ValidateDatasetSource(
+                      request, static_cast<int64_t>(decoded.rows.size()))
+                : spec.status();
   if (valid.ok() && spec->block.model().empty()) valid = ChooseModel(*spec);
   if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
@@ -100,7 +103,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
     }
   }
   absl::StatusOr<std::shared_ptr<Job>> job =
-      AdmitNew(request, digest, *std::move(spec));
+      AdmitNew(decoded, digest, *std::move(spec));
   absl::MutexLock lock(&mu_);
   admitting_.erase(job_id);
   return job;
@@ -128,11 +131,11 @@ absl::Status GenerationService::ChooseModel(JobSpec& spec) const {
 }
 
 absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
-    const v1::GenerateJobRequest& request, const std::string& digest,
-    JobSpec spec) {
+    const DecodedJobRequest& decoded, const std::string& digest, JobSpec spec) {
+  const v1::GenerateJobRequest& request = decoded.fields;
   const std::string job_id = spec.job_id;
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
-      StoreDataset(request, spec);
+      StoreDataset(decoded, spec);
   if (!dataset.ok()) {
     store_.DiscardJobDataset(job_id);
     Log(LogLevel::kInfo, "job rejected",
@@ -142,8 +145,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
   }
   JobRecord record;
   record.job_id = job_id;
-  record.request = request;
-  record.request.clear_rows();  // they are the dataset now
+  record.request = request;  // without rows: they are the dataset now
   record.request.set_job_id(job_id);
   // As run: a resumed job asks the model chosen now.
   record.request.mutable_block()->set_model(spec.block.model());
@@ -183,7 +185,8 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
 }
 
 absl::StatusOr<std::shared_ptr<Dataset>> GenerationService::StoreDataset(
-    const v1::GenerateJobRequest& request, const JobSpec& spec) {
+    const DecodedJobRequest& decoded, const JobSpec& spec) {
+  const v1::GenerateJobRequest& request = decoded.fields;
   const absl::string_view source = DatasetSource(request);
   if (!request.dataset_id().empty()) {
     absl::StatusOr<StoredDataset> upload =
@@ -205,8 +208,12 @@ absl::StatusOr<std::shared_ptr<Dataset>> GenerationService::StoreDataset(
       return s;
     }
   } else {
-    for (const google::protobuf::Struct& row : request.rows()) {
-      if (absl::Status s = (*builder)->Add(row); !s.ok()) return s;
+    for (size_t i = 0; i < decoded.rows.size(); ++i) {
+      if (absl::Status s = (*builder)->AddSerialized(decoded.rows[i]);
+          !s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("rows[", i, "]: ", s.message()));
+      }
     }
   }
   if (absl::Status s = ValidateDataset(spec, (*builder)->info(), source);
@@ -340,24 +347,23 @@ absl::Status GenerationService::Restore(JobRecord record) {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  v1::GenerateJobRequest decoded;
-  if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
+  DecodedJobRequest decoded;
+  if (absl::Status s = DecodeGenerateJobRequest(*request, decoded); !s.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(s));
   }
   return StartGenerateJob(context, decoded);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartGenerateJob(
-    grpc::CallbackServerContext* context,
-    const v1::GenerateJobRequest& request) {
-  absl::StatusOr<std::shared_ptr<Job>> job = Admit(request);
+    grpc::CallbackServerContext* context, const DecodedJobRequest& decoded) {
+  absl::StatusOr<std::shared_ptr<Job>> job = Admit(decoded);
   if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
   absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
       (*job)->log()->Read(0);
   if (!reader.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
   }
-  if (request.detach()) {
+  if (decoded.fields.detach()) {
     return JobStreamReactor::Create(*std::move(reader), nullptr);
   }
   // The call also ends this way when its deadline passes: the server's
@@ -383,13 +389,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartGenerateJob(
 grpc::ServerUnaryReactor* GenerationService::CreateJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerDecoded<v1::GenerateJobRequest, v1::Job>(
-      context, *request, response,
-      [this](const v1::GenerateJobRequest& request, v1::Job& job) {
-        absl::StatusOr<std::shared_ptr<Job>> admitted = Admit(request);
-        if (admitted.ok()) job = (*admitted)->Snapshot();
-        return admitted.status();
-      });
+  DecodedJobRequest decoded;
+  absl::Status status = DecodeGenerateJobRequest(*request, decoded);
+  if (status.ok()) {
+    absl::StatusOr<std::shared_ptr<Job>> admitted = Admit(decoded);
+    if (admitted.ok()) *response = EncodeMessage((*admitted)->Snapshot());
+    status = admitted.status();
+  }
+  return Answer(context, status);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/api/job_registry.h"
+#include "server/api/wire.h"
 #include "server/jobs/job_spec.h"
 #include "server/jobs/job_store.h"
 #include "server/observability/metrics.h"
@@ -88,17 +89,16 @@ class GenerationService final : public GenerationServiceBase {
  private:
   // A job for a request: a new one, or the existing job the same request
   // made before (idempotent submit).
-  absl::StatusOr<std::shared_ptr<Job>> Admit(
-      const v1::GenerateJobRequest& request);
+  absl::StatusOr<std::shared_ptr<Job>> Admit(const DecodedJobRequest& request);
   // A block with no model gets the backend's one model, or the error lists
   // what it has.
   absl::Status ChooseModel(JobSpec& spec) const;
   absl::StatusOr<std::shared_ptr<Job>> AdmitNew(
-      const v1::GenerateJobRequest& request, const std::string& digest,
+      const DecodedJobRequest& request, const std::string& digest,
       JobSpec spec);
   // Writes (or links) the request's dataset into the store for the job.
   absl::StatusOr<std::shared_ptr<Dataset>> StoreDataset(
-      const v1::GenerateJobRequest& request, const JobSpec& spec);
+      const DecodedJobRequest& request, const JobSpec& spec);
   // A dataset_path made absolute, inside --data_root.
   absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path) const;
   // Removes uploads older than the retention (each upload and each start).
@@ -108,8 +108,7 @@ class GenerationService final : public GenerationServiceBase {
 
   // The methods on decoded requests.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StartGenerateJob(
-      grpc::CallbackServerContext* context,
-      const v1::GenerateJobRequest& request);
+      grpc::CallbackServerContext* context, const DecodedJobRequest& request);
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatchJob(
       const v1::WatchJobRequest& request);
   absl::Status ListJobsPage(const v1::ListJobsRequest& request,

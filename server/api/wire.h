@@ -5,9 +5,15 @@
 #define SDG_SERVER_API_WIRE_H_
 
 #include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
+#include "sdg/v1/generation.pb.h"
 
 namespace sdg {
 
@@ -16,6 +22,18 @@ namespace sdg {
 // than protobuf's limit of 100, truncated or foreign bytes).
 absl::Status DecodeRequest(const grpc::ByteBuffer& bytes,
                            google::protobuf::Message& message);
+
+// A GenerateJobRequest as sdgd decodes it: its inline rows stay where they
+// arrived (each a serialized google.protobuf.Struct, pointed into the
+// request's bytes) until they are written to the job's dataset, instead of
+// becoming protobuf maps of about 1 KB a row.
+struct DecodedJobRequest {
+  v1::GenerateJobRequest fields;  // everything but `rows`
+  grpc::Slice bytes;              // the request in one piece: rows point in
+  std::vector<absl::string_view> rows;
+};
+absl::Status DecodeGenerateJobRequest(const grpc::ByteBuffer& bytes,
+                                      DecodedJobRequest& request);
 
 // `message` serialized into slices, without a copy into one string first.
 grpc::ByteBuffer EncodeMessage(const google::protobuf::Message& message);

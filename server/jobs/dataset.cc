@@ -313,6 +313,15 @@ absl::Status JsonLinesDecoder::Decode(absl::string_view line, RowFn on_row) {
   return on_row(std::move(row));
 }
 
+absl::Status DatasetBuilder::AddSerialized(absl::string_view row) {
+  if (!parsed_.ParseFromArray(row.data(), static_cast<int>(row.size()))) {
+    return absl::InvalidArgumentError(
+        "not a valid google.protobuf.Struct (is a string not UTF-8, or are "
+        "values nested deeper than 100 levels?)");
+  }
+  return Add(parsed_);
+}
+
 absl::Status ImportJsonLinesFile(const std::string& path,
                                  DatasetBuilder& builder) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

@@ -65,12 +65,18 @@ class DatasetBuilder {
       std::string dir);
 
   virtual absl::Status Add(const google::protobuf::Struct& row) = 0;
+  // A row as a serialized google.protobuf.Struct; INVALID_ARGUMENT if it is
+  // not one.
+  absl::Status AddSerialized(absl::string_view row);
   // Makes the dataset durable (files synced and renamed) and opens it.
   virtual absl::StatusOr<std::shared_ptr<Dataset>> Finish() = 0;
   const DatasetInfo& info() const { return info_; }
 
  protected:
   DatasetInfo info_;
+
+ private:
+  google::protobuf::Struct parsed_;  // reused by AddSerialized
 };
 
 // Splits JSON-lines text, fed in chunks of any size, into rows. Blank lines

@@ -80,8 +80,9 @@ absl::string_view DatasetSource(const v1::GenerateJobRequest& request) {
   return "rows";
 }
 
-absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request) {
-  const int sources = (request.rows_size() > 0 ? 1 : 0) +
+absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request,
+                                   int64_t inline_rows) {
+  const int sources = (inline_rows > 0 ? 1 : 0) +
                       (request.dataset_id().empty() ? 0 : 1) +
                       (request.dataset_path().empty() ? 0 : 1);
   if (sources == 0) {

@@ -69,8 +69,10 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
 absl::Status ValidateDataset(const JobSpec& spec, const DatasetInfo& dataset,
                              absl::string_view source);
 
-// The request names exactly one dataset: rows, dataset_id or dataset_path.
-absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request);
+// The request names exactly one dataset: rows (`inline_rows` of them; the
+// service keeps them apart from the request), dataset_id or dataset_path.
+absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request,
+                                   int64_t inline_rows);
 
 // The request's dataset field: "rows", "dataset_id" or "dataset_path".
 absl::string_view DatasetSource(const v1::GenerateJobRequest& request);

@@ -1,12 +1,14 @@
 #include "server/jobs/job_store.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/sha256.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace sdg {
 
-std::string RequestDigest(const v1::GenerateJobRequest& request) {
+std::string RequestDigest(const v1::GenerateJobRequest& request,
+                          absl::Span<const absl::string_view> serialized_rows) {
   v1::GenerateJobRequest copy = request;
   copy.set_detach(false);
   std::string bytes;
@@ -17,7 +19,15 @@ std::string RequestDigest(const v1::GenerateJobRequest& request) {
     coded.SetSerializationDeterministic(true);
     copy.SerializeToCodedStream(&coded);
   }
-  return Sha256Hex(bytes);
+  if (serialized_rows.empty()) return Sha256Hex(bytes);
+  Sha256 digest;
+  digest.Update(bytes);
+  for (absl::string_view row : serialized_rows) {
+    const std::string size = absl::StrCat(row.size(), ":");
+    digest.Update(size);
+    digest.Update(row);
+  }
+  return digest.HexDigest();
 }
 
 }  // namespace sdg

@@ -13,7 +13,9 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "sdg/v1/generation.pb.h"
 #include "server/jobs/dataset.h"
 #include "server/jobs/event_log.h"
@@ -94,7 +96,12 @@ class JobStore {
 };
 
 // SHA-256 of the request as the digest compares it (detach excluded).
-std::string RequestDigest(const v1::GenerateJobRequest& request);
+// Inline rows kept serialized hash as sent: the same request means the same
+// bytes. `serialized_rows`: inline rows the caller kept serialized, each as
+// sent (then the request's own `rows` are empty).
+std::string RequestDigest(
+    const v1::GenerateJobRequest& request,
+    absl::Span<const absl::string_view> serialized_rows = {});
 
 }  // namespace sdg
 

@@ -174,19 +174,23 @@ TEST_F(ServiceTest, ARequestThatDoesNotDecodeIsInvalidArgumentSayingWhy) {
   for (int i = 0; i < 200; ++i) {
     value = &(*value->mutable_struct_value()->mutable_fields())["x"];
   }
-  for (const v1::GenerateJobRequest& request : {bad_utf8, too_deep}) {
+  // A row is decoded when it is stored, and named by its index.
+  for (const auto& [request, message] :
+       {std::pair{bad_utf8, "the GenerateJobRequest could not be decoded"},
+        std::pair{
+            too_deep,
+            "rows[0]: not a valid google.protobuf.Struct (is a string "
+            "not UTF-8, or are values nested deeper than 100 levels?)"}}) {
     Events events = Run(request);
     EXPECT_EQ(events.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(events.status.error_message(),
-                HasSubstr("the GenerateJobRequest could not be decoded"));
+    EXPECT_THAT(events.status.error_message(), HasSubstr(message));
     EXPECT_TRUE(events.all.empty());
 
     grpc::ClientContext context;
     v1::Job job;
     grpc::Status status = stub_->CreateJob(&context, request, &job);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(status.error_message(),
-                HasSubstr("the GenerateJobRequest could not be decoded"));
+    EXPECT_THAT(status.error_message(), HasSubstr(message));
   }
   grpc::ClientContext context;
   v1::WatchJobRequest watch;

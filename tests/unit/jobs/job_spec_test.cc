@@ -32,7 +32,9 @@ class ValidateRequestTest : public ::testing::Test {
   absl::Status Check(const v1::GenerateJobRequest& request) {
     absl::StatusOr<JobSpec> spec = ValidateRequest(request, backends_, limits_);
     if (!spec.ok()) return spec.status();
-    if (absl::Status s = ValidateDatasetSource(request); !s.ok()) return s;
+    if (absl::Status s = ValidateDatasetSource(request, request.rows_size());
+        !s.ok())
+      return s;
     std::unique_ptr<DatasetBuilder> builder = DatasetBuilder::InMemory();
     for (const auto& row : request.rows()) {
       if (absl::Status s = builder->Add(row); !s.ok()) return s;
@@ -118,7 +120,7 @@ TEST_F(ValidateRequestTest, OneDatasetSourceOnly) {
             "dataset_id: give exactly one of rows, dataset_id and "
             "dataset_path");
   request.clear_rows();
-  EXPECT_TRUE(ValidateDatasetSource(request).ok());
+  EXPECT_TRUE(ValidateDatasetSource(request, 0).ok());
 }
 
 TEST_F(ValidateRequestTest, AnEmptyModelIsLeftForTheServiceToChoose) {
