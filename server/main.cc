@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "base/allocator.h"
 #include "base/logging.h"
 #include "base/repeated_flag.h"
 #include "base/signal_watcher.h"
@@ -125,6 +126,7 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
 }  // namespace
 
 int main(int argc, char** argv) {
+  sdg::ReturnLargeAllocationsToTheSystem();
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args(argv, argv + argc);
   sdg::BackendFlags backend_flags;

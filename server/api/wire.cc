@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/wire_format_lite.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace sdg {
 
@@ -31,49 +31,62 @@ absl::Status DecodeRequest(const grpc::ByteBuffer& bytes,
 
 namespace {
 
-// Splits a serialized GenerateJobRequest into its rows (field 2, kept as
-// views) and its other fields (copied into `others`). False if the bytes
-// are not a well-formed protobuf message.
-bool SplitRows(absl::string_view bytes, std::vector<absl::string_view>& rows,
-               std::string& others) {
-  using google::protobuf::internal::WireFormatLite;
-  google::protobuf::io::CodedInputStream input(
-      reinterpret_cast<const uint8_t*>(bytes.data()),
-      static_cast<int>(bytes.size()));
-  input.SetTotalBytesLimit(std::numeric_limits<int>::max());
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+
+constexpr int kWireVarint = 0, kWireFixed64 = 1, kWireLength = 2,
+              kWireFixed32 = 5;
+
+// Reads the rows of a serialized GenerateJobRequest (field 2) as views into
+// the stream's buffers where they lie in one, and copies the other fields,
+// as they are, into `others`. False if the bytes are not a well-formed
+// protobuf message.
+bool SplitRows(CodedInputStream& input, DecodedJobRequest& request,
+               CodedOutputStream& others) {
   while (true) {
-    const int start = input.CurrentPosition();
     const uint32_t tag = input.ReadTag();
     if (tag == 0) return input.ConsumedEntireMessage();
-    uint32_t length = 0;
-    switch (WireFormatLite::GetTagWireType(tag)) {
-      case WireFormatLite::WIRETYPE_VARINT: {
-        uint64_t value;
-        if (!input.ReadVarint64(&value)) return false;
-        break;
-      }
-      case WireFormatLite::WIRETYPE_FIXED64:
-        if (!input.Skip(8)) return false;
-        break;
-      case WireFormatLite::WIRETYPE_FIXED32:
-        if (!input.Skip(4)) return false;
-        break;
-      case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
-        if (!input.ReadVarint32(&length)) return false;
-        const int data = input.CurrentPosition();
-        if (!input.Skip(static_cast<int>(length))) return false;
-        if (WireFormatLite::GetTagFieldNumber(tag) ==
-            v1::GenerateJobRequest::kRowsFieldNumber) {
-          rows.push_back(bytes.substr(data, length));
-          continue;
+    const int wire_type = static_cast<int>(tag & 7);
+    if (wire_type == kWireLength) {
+      uint32_t length;
+      if (!input.ReadVarint32(&length)) return false;
+      if ((tag >> 3) == v1::GenerateJobRequest::kRowsFieldNumber) {
+        const void* data;
+        int size;
+        if (input.GetDirectBufferPointer(&data, &size) &&
+            static_cast<uint32_t>(size) >= length) {
+          request.rows.emplace_back(static_cast<const char*>(data), length);
+          if (!input.Skip(static_cast<int>(length))) return false;
+        } else {
+          std::string& row = request.spanning.emplace_back();
+          if (!input.ReadString(&row, static_cast<int>(length))) return false;
+          request.rows.emplace_back(row);
         }
-        break;
+        continue;
       }
-      default:  // groups: not in a proto3 message
-        return false;
+      std::string value;
+      if (!input.ReadString(&value, static_cast<int>(length))) return false;
+      others.WriteTag(tag);
+      others.WriteVarint32(length);
+      others.WriteString(value);
+    } else if (wire_type == kWireVarint) {
+      uint64_t value;
+      if (!input.ReadVarint64(&value)) return false;
+      others.WriteTag(tag);
+      others.WriteVarint64(value);
+    } else if (wire_type == kWireFixed64) {
+      uint64_t value;
+      if (!input.ReadLittleEndian64(&value)) return false;
+      others.WriteTag(tag);
+      others.WriteLittleEndian64(value);
+    } else if (wire_type == kWireFixed32) {
+      uint32_t value;
+      if (!input.ReadLittleEndian32(&value)) return false;
+      others.WriteTag(tag);
+      others.WriteLittleEndian32(value);
+    } else {
+      return false;  // groups: not in a proto3 message
     }
-    absl::StrAppend(&others,
-                    bytes.substr(start, input.CurrentPosition() - start));
   }
 }
 
@@ -83,21 +96,24 @@ absl::Status DecodeGenerateJobRequest(const grpc::ByteBuffer& bytes,
                                       DecodedJobRequest& request) {
   request.fields.Clear();
   request.rows.clear();
-  request.bytes = grpc::Slice();
+  request.spanning.clear();
+  request.bytes = bytes;  // shares the slices the rows will point into
   if (!bytes.Valid() || bytes.Length() == 0) return absl::OkStatus();
-  // One slice: shared, not copied, when gRPC received the message whole.
-  if (!bytes.DumpToSingleSlice(&request.bytes).ok()) {
-    return absl::InternalError("the request's bytes could not be read");
-  }
-  const absl::string_view view(
-      reinterpret_cast<const char*>(request.bytes.begin()),
-      request.bytes.size());
+  grpc::ProtoBufferReader reader(&request.bytes);
   std::string others;
-  if (SplitRows(view, request.rows, others) &&
-      request.fields.ParseFromString(others)) {
+  bool split;
+  {
+    CodedInputStream input(&reader);
+    input.SetTotalBytesLimit(std::numeric_limits<int>::max());
+    google::protobuf::io::StringOutputStream sink(&others);
+    CodedOutputStream out(&sink);
+    split = reader.status().ok() && SplitRows(input, request, out);
+  }
+  if (split && request.fields.ParseFromString(others)) {
     return absl::OkStatus();
   }
   request.rows.clear();
+  request.spanning.clear();
   return absl::InvalidArgumentError(
       "the GenerateJobRequest could not be decoded: the bytes are not a valid "
       "sdg.v1.GenerateJobRequest (is a string field not UTF-8?)");

@@ -7,6 +7,7 @@
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,10 @@ absl::Status DecodeRequest(const grpc::ByteBuffer& bytes,
 // becoming protobuf maps of about 1 KB a row.
 struct DecodedJobRequest {
   v1::GenerateJobRequest fields;  // everything but `rows`
-  grpc::Slice bytes;              // the request in one piece: rows point in
+  grpc::ByteBuffer bytes;         // the request (its slices shared, not copied)
+  // Each row, in `bytes`, or in `spanning` when it spans two slices.
   std::vector<absl::string_view> rows;
+  std::deque<std::string> spanning;
 };
 absl::Status DecodeGenerateJobRequest(const grpc::ByteBuffer& bytes,
                                       DecodedJobRequest& request);

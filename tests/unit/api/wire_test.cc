@@ -38,6 +38,33 @@ TEST(DecodeGenerateJobRequestTest, RowsStaySerializedAndTheRestIsParsed) {
   EXPECT_EQ(row.fields().at("q").string_value(), "b");
 }
 
+TEST(DecodeGenerateJobRequestTest, RowsSpanningSlicesAreWhole) {
+  v1::GenerateJobRequest request;
+  request.set_job_id("split");
+  for (int i = 0; i < 50; ++i) {
+    (*request.add_rows()->mutable_fields())["q"].set_string_value(
+        "row " + std::to_string(i));
+  }
+  // gRPC hands a large message over as many slices: here of 7 bytes.
+  const std::string bytes = request.SerializeAsString();
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += 7) {
+    slices.emplace_back(bytes.substr(at, 7));
+  }
+  DecodedJobRequest decoded;
+  ASSERT_TRUE(DecodeGenerateJobRequest(
+                  grpc::ByteBuffer(slices.data(), slices.size()), decoded)
+                  .ok());
+  EXPECT_EQ(decoded.fields.job_id(), "split");
+  ASSERT_EQ(decoded.rows.size(), 50u);
+  for (int i = 0; i < 50; ++i) {
+    google::protobuf::Struct row;
+    ASSERT_TRUE(row.ParseFromArray(decoded.rows[i].data(),
+                                   static_cast<int>(decoded.rows[i].size())));
+    EXPECT_EQ(row.fields().at("q").string_value(), "row " + std::to_string(i));
+  }
+}
+
 TEST(DecodeGenerateJobRequestTest, BytesThatAreNotTheMessageAreRefused) {
   DecodedJobRequest decoded;
   // A length-delimited field (rows) claiming more bytes than there are.
