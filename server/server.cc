@@ -69,6 +69,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
         return it == backends.end() ? std::vector<std::string>()
                                     : it->second->models();
       };
+  server->options_.service.backend_down =
+      [backends = backends_by_name](const std::string& name) {
+        auto it = backends.find(name);
+        return it != backends.end() && it->second->down();
+      };
   server->runner_ = std::make_unique<BackendShardRunner>(
       std::move(backends_by_name), server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(

@@ -393,7 +393,7 @@ grpc::ServerUnaryReactor* GenerationService::CreateJob(
   absl::Status status = DecodeGenerateJobRequest(*request, decoded);
   if (status.ok()) {
     absl::StatusOr<std::shared_ptr<Job>> admitted = Admit(decoded);
-    if (admitted.ok()) *response = EncodeMessage((*admitted)->Snapshot());
+    if (admitted.ok()) *response = EncodeMessage(Describe(**admitted));
     status = admitted.status();
   }
   return Answer(context, status);
@@ -437,13 +437,21 @@ void GenerationService::PruneUploads() {
   }
 }
 
+v1::Job GenerationService::Describe(const Job& job) const {
+  v1::Job described = job.Snapshot();
+  if (described.state() == v1::JOB_STATE_RUNNING && options_.backend_down) {
+    described.set_backend_down(options_.backend_down(described.backend()));
+  }
+  return described;
+}
+
 absl::Status GenerationService::WithJob(const std::string& job_id,
                                         v1::Job& response,
                                         absl::FunctionRef<void(Job&)> action) {
   absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id);
   if (!job.ok()) return job.status();
   action(**job);
-  response = (*job)->Snapshot();
+  response = Describe(**job);
   return absl::OkStatus();
 }
 
@@ -497,7 +505,7 @@ absl::Status GenerationService::ListJobsPage(const v1::ListJobsRequest& request,
       request.state());
   if (!page.ok()) return page.status();
   for (const std::shared_ptr<Job>& job : page->jobs) {
-    *response.add_jobs() = job->Snapshot();
+    *response.add_jobs() = Describe(*job);
   }
   response.set_next_page_token(page->next_page_token);
   return absl::OkStatus();

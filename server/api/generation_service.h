@@ -44,6 +44,8 @@ class GenerationService final : public GenerationServiceBase {
     // The models a backend lists (/v1/models), for a block that names none.
     std::function<std::vector<std::string>(const std::string& backend)>
         backend_models;
+    // Whether a backend is down (its calls wait for it).
+    std::function<bool(const std::string& backend)> backend_down;
   };
 
   // `backends`: the names of the server's backends, the default first.
@@ -114,6 +116,9 @@ class GenerationService final : public GenerationServiceBase {
   absl::Status ListJobsPage(const v1::ListJobsRequest& request,
                             v1::ListJobsResponse& response);
   absl::Status DeleteFinishedJob(const v1::DeleteJobRequest& request);
+  // The job as a client sees it: its snapshot, and whether its backend is
+  // down while it runs.
+  v1::Job Describe(const Job& job) const;
   // Finds the job (NOT_FOUND otherwise), applies `action` to it and gives
   // its snapshot.
   absl::Status WithJob(const std::string& job_id, v1::Job& response,

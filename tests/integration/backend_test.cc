@@ -318,6 +318,28 @@ TEST_F(BackendTest, CallsWaitOutAnOutageThenFailAtItsLimitNamingTheEndpoints) {
   EXPECT_EQ(Metric(R"(sdg_backend_up{backend="dead"})"), 0);
 }
 
+TEST_F(BackendTest, AJobWaitingForADownBackendSaysSo) {
+  backend_defaults_.outage.failures = 2;  // limit: the default 10 minutes
+  StartServer({{"dead", "http://127.0.0.1:1/v1"}});
+  v1::GenerateJobRequest request = Request(6);
+  request.set_job_id("waiting");
+  auto call = RunInBackground(request);
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<v1::Job> job = GetJob("waiting");
+    return job.ok() && job->backend_down();
+  }));
+  EXPECT_EQ(Metric(R"(sdg_backend_up{backend="dead"})"), 0);
+  EXPECT_EQ(GetJob("waiting")->state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(GetJob("waiting")->rows_failed(), 0) << "waiting, not failing";
+  grpc::ClientContext context;
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id("waiting");
+  v1::Job cancelled;
+  ASSERT_TRUE(stub_->CancelJob(&context, cancel, &cancelled).ok());
+  Events events = call->Wait();
+  EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_CANCELLED);
+}
+
 TEST_F(BackendTest, APasswordInTheBackendUrlIsNeverReported) {
   backend_defaults_.outage.limit = absl::ZeroDuration();
   backend_defaults_.retry.max_attempts = 1;
