@@ -274,10 +274,7 @@ absl::StatusOr<GenerateSummary> RunGenerate(
   absl::StatusOr<std::vector<JsonRow>> inputs =
       ReadJsonlRows(options.input_path);
   if (!inputs.ok()) return inputs.status();
-  // The results carry only the output column: joined here with the input.
-  GenerateOptions output_only = options;
-  output_only.result_columns = v1::RESULT_COLUMNS_OUTPUT_ONLY;
-  absl::StatusOr<v1::Job> job = SubmitJob(channel, output_only);
+  absl::StatusOr<v1::Job> job = SubmitJob(channel, options);
   if (!job.ok()) return job.status();
   on_created(job->job_id());
 

@@ -30,7 +30,8 @@ struct GenerateOptions {
   int num_workers = 0;
   bool fail_fast = false;
   // OUTPUT_ONLY when sdgctl joins the results with its own copy of the input
-  // (generate); ALL when another command may fetch them (submit).
+  // (generate); ALL when another command may fetch them (submit, generate
+  // --detach).
   v1::ResultColumns result_columns = v1::RESULT_COLUMNS_ALL;
   std::optional<absl::Duration> timeout;
   FollowOptions follow;

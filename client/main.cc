@@ -186,6 +186,11 @@ int Generate(grpc::Channel& channel, sdg::v1::GenerationService::Stub& stub,
   if (!options.ok()) return Fail(options.status());
 
   const bool detach = absl::GetFlag(FLAGS_detach);
+  // Joined here with the input, the results need carry only the output
+  // column; a detached job may be fetched later by `sdgctl output`, which
+  // has no input: it keeps every column.
+  options->result_columns = detach ? sdg::v1::RESULT_COLUMNS_ALL
+                                   : sdg::v1::RESULT_COLUMNS_OUTPUT_ONLY;
   sdg::CallStopper stopper;
   absl::StatusOr<sdg::GenerateSummary> summary = sdg::RunGenerate(
       channel, *options, std::cerr, stopper, [&](const std::string& job_id) {

@@ -48,6 +48,36 @@ class EndToEndTest : public StackTest {
   std::string Out() const { return stack_->dir() + "/out.jsonl"; }
 };
 
+// Large rows times many samples: sdgctl asks for the output column only and
+// joins it with its input, so no message it receives repeats the input; the
+// lines it writes still carry every input column.
+TEST_F(EndToEndTest, LargeRowsWithManySamplesAreJoinedWithTheInput) {
+  Start();
+  const std::string in = stack_->dir() + "/big.jsonl";
+  const std::string context(144 << 10, 'c');
+  std::string text;
+  for (int i = 0; i < 4; ++i) {
+    text += json{{"id", i}, {"context", context}}.dump() + "\n";
+  }
+  WriteFile(in, text);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template=Summarize.", "--n=32", "--max_tokens=4", "--job_id=big"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<json> lines = JsonLines(ReadFile(Out()));
+  ASSERT_EQ(lines.size(), 4u * 32);
+  EXPECT_EQ(lines[127]["id"], 3);
+  EXPECT_EQ(lines[127]["context"].get<std::string>().size(), context.size());
+  EXPECT_TRUE(lines[127].contains("output"));
+  // What sdgd stored for the job: the output column only.
+  result = stack_->Sdgctl({"output", "big", "-o", stack_->dir() + "/big.out"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::vector<json> stored = JsonLines(ReadFile(stack_->dir() + "/big.out"));
+  ASSERT_EQ(stored.size(), 4u * 32);
+  EXPECT_EQ(stored[0].size(), 1u) << stored[0].dump();
+  EXPECT_TRUE(stored[0].contains("output"));
+}
+
 TEST_F(EndToEndTest, HundredRowsComeBackInInputOrder) {
   Start();
   std::string in = WriteDataset(100);
