@@ -189,7 +189,10 @@ void Backend::Cancel(CallId id) {
 
 void Backend::Dispatch(Completions& out) {
   if (!traits_known_) return;  // the first detection is still running
-  if (down_since_ != absl::InfiniteFuture() && !DispatchWhileDown(out)) return;
+  if (down_since_ != absl::InfiniteFuture()) {
+    DispatchWhileDown(out);
+    return;
+  }
   const absl::Time now = absl::Now();
   while (!queued_.empty()) {
     const CallId id = queued_.front();
@@ -400,7 +403,7 @@ void Backend::EndOutage() {
   metrics_.Up(true);
 }
 
-bool Backend::DispatchWhileDown(Completions& out) {
+void Backend::DispatchWhileDown(Completions& out) {
   const absl::Time now = absl::Now();
   if (now - down_since_ >= options_.outage.limit) {
     // Every waiting call fails; new ones probe one at a time until the
@@ -412,18 +415,17 @@ bool Backend::DispatchWhileDown(Completions& out) {
       Finish(id, {error, "", calls_.at(id).attempts}, out);
     }
   }
-  if (probe_ != 0 || queued_.empty()) return false;
+  if (probe_ != 0 || queued_.empty()) return;
   if (now < next_probe_) {
     ScheduleProbe(std::min(next_probe_, down_since_ + options_.outage.limit));
-    return false;
+    return;
   }
   const CallId id = queued_.front();
   const int endpoint = pool_.Acquire(calls_.at(id).last_failed_endpoint, now);
-  if (endpoint == EndpointPool::kNoneFree) return false;
+  if (endpoint == EndpointPool::kNoneFree) return;
   queued_.pop_front();
   probe_ = id;
   Send(id, endpoint);
-  return false;
 }
 
 void Backend::ScheduleProbe(absl::Time at) {

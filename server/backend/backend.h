@@ -155,9 +155,9 @@ class Backend {
                      Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The backend answered: it is up.
   void EndOutage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // While down: fails the queued calls once the outage passed its limit,
-  // else sends one probe when it is due. False if nothing may be sent.
-  bool DispatchWhileDown(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // While down, in place of the usual dispatch: fails the queued calls
+  // once the outage passed its limit, and sends one probe when it is due.
+  void DispatchWhileDown(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleProbe(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnProbeTimer();
   absl::Status OutageError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
