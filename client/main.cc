@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/signal_watcher.h"
 #include "client/generate.h"
+#include "client/interrupt_target.h"
 #include "client/job_commands.h"
 #include "client/job_follow.h"
 
@@ -61,6 +62,8 @@ ABSL_FLAG(std::string, state, "",
           "jobs: only jobs in this state (running, succeeded...)");
 
 namespace {
+
+using sdg::InterruptTarget;
 
 constexpr char kUsage[] =
     "sdgctl COMMAND [flags]\n"
@@ -153,31 +156,6 @@ absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags(
   options.timeout = absl::GetFlag(FLAGS_timeout);
   return options;
 }
-
-// What Ctrl-C does: the first runs the action set (cancel the job, or leave
-// it running), a second one (or one with no action) exits at once.
-class InterruptTarget {
- public:
-  void Set(std::function<void()> action) {
-    absl::MutexLock lock(&mu_);
-    action_ = std::move(action);
-  }
-  void Interrupt() {
-    std::function<void()> action;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!action_ || interrupted_) std::_Exit(130);
-      interrupted_ = true;
-      action = action_;
-    }
-    action();
-  }
-
- private:
-  absl::Mutex mu_;
-  std::function<void()> action_ ABSL_GUARDED_BY(mu_);
-  bool interrupted_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 int Generate(grpc::Channel& channel, sdg::v1::GenerationService::Stub& stub,
              InterruptTarget& interrupt) {
