@@ -150,16 +150,13 @@ class Bench:
                   f" rows/s  ratio {figures['durable_over_ephemeral']:.3f}",
                   flush=True)
 
-    def run_memory(self, quick):
-        rows = 100000 if quick else 1000000
-        dataset = os.path.join(self.work, "big.jsonl")
-        write_dataset(dataset, rows, "x" * 230)  # about 300 bytes a line
-        size = os.path.getsize(dataset)
-        proc, address, _ = self.start_sdgd([f"--state_dir={self.work}/big"])
+    def measure_memory(self, state, start_job):
+        """sdgd's RSS before, at its peak and after one job, which
+        start_job(address) starts and returns (its id, what it reports)."""
+        proc, address, _ = self.start_sdgd([f"--state_dir={self.work}/{state}"])
         time.sleep(0.5)
         before = vm(proc.pid, "VmRSS")
-        job_id = self.submit(address, dataset, backend="sim0",
-                             api="completions", batch_size=8, workers=32)
+        job_id, reported = start_job(address)
         done = self.await_end(address, job_id, every=0.5)
         assert done["state"] == "JOB_STATE_SUCCEEDED", done
         time.sleep(1)
@@ -167,6 +164,17 @@ class Bench:
         peak = vm(proc.pid, "VmHWM")
         proc.send_signal(signal.SIGTERM)
         proc.wait()
+        return before, peak, after, reported
+
+    def run_memory(self, quick):
+        rows = 100000 if quick else 1000000
+        dataset = os.path.join(self.work, "big.jsonl")
+        write_dataset(dataset, rows, "x" * 230)  # about 300 bytes a line
+        size = os.path.getsize(dataset)
+        before, peak, after, _ = self.measure_memory(
+            "big", lambda address: (self.submit(
+                address, dataset, backend="sim0", api="completions",
+                batch_size=8, workers=32), None))
         self.results["memory"] = {
             "rows": rows, "dataset_mb": size / 1e6, "rss_before_mb": before,
             "rss_peak_mb": peak, "rss_after_mb": after}
@@ -180,20 +188,16 @@ class Bench:
         dataset = os.path.join(self.work, "inline.jsonl")
         write_dataset(dataset, rows, "x" * 80)
         size = os.path.getsize(dataset)
-        proc, address, _ = self.start_sdgd([f"--state_dir={self.work}/inline"])
-        time.sleep(0.5)
-        before = vm(proc.pid, "VmRSS")
-        sent = subprocess.run(
-            [os.path.join(self.build, "bench/inline_job"), address, dataset,
-             "inline", "sim0"], capture_output=True, text=True, check=True)
-        request_bytes = int(sent.stdout)
-        done = self.await_end(address, "inline", every=0.5)
-        assert done["state"] == "JOB_STATE_SUCCEEDED", done
-        time.sleep(1)
-        after = vm(proc.pid, "VmRSS")
-        peak = vm(proc.pid, "VmHWM")
-        proc.send_signal(signal.SIGTERM)
-        proc.wait()
+
+        def create_inline(address):
+            sent = subprocess.run(
+                [os.path.join(self.build, "bench/inline_job"), address,
+                 dataset, "inline", "sim0"],
+                capture_output=True, text=True, check=True)
+            return "inline", int(sent.stdout)
+
+        before, peak, after, request_bytes = self.measure_memory(
+            "inline", create_inline)
         self.results["inline_memory"] = {
             "rows": rows, "jsonl_mb": size / 1e6,
             "request_mb": request_bytes / 1e6, "rss_before_mb": before,

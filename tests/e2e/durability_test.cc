@@ -10,8 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "sdg/v1/generation.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
