@@ -149,9 +149,9 @@ std::shared_ptr<EventLog> Job::log() const {
 }
 
 void Job::AppendLocked(v1::JobEvent event) {
-  event.set_job_id(spec_.job_id);
-  log_->Append(event);
-  tally_.Add(event);
+  std::vector<v1::JobEvent> group;
+  group.push_back(std::move(event));
+  AppendGroupLocked(std::move(group));
 }
 
 void Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
