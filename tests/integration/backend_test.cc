@@ -331,11 +331,7 @@ TEST_F(BackendTest, AJobWaitingForADownBackendSaysSo) {
   EXPECT_EQ(Metric(R"(sdg_backend_up{backend="dead"})"), 0);
   EXPECT_EQ(GetJob("waiting")->state(), v1::JOB_STATE_RUNNING);
   EXPECT_EQ(GetJob("waiting")->rows_failed(), 0) << "waiting, not failing";
-  grpc::ClientContext context;
-  v1::CancelJobRequest cancel;
-  cancel.set_job_id("waiting");
-  v1::Job cancelled;
-  ASSERT_TRUE(stub_->CancelJob(&context, cancel, &cancelled).ok());
+  ASSERT_TRUE(CancelJob("waiting").ok());
   Events events = call->Wait();
   EXPECT_EQ(events.Finished().state(), v1::JOB_STATE_CANCELLED);
 }

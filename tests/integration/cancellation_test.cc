@@ -63,11 +63,7 @@ TEST_F(CancellationTest, CancelJobRpcAbortsInFlightRequests) {
   auto call = RunInBackground(HangingJob("rpc"));
   AwaitHung(slow_, 8);
 
-  grpc::ClientContext context;
-  v1::CancelJobRequest cancel;
-  cancel.set_job_id("rpc");
-  v1::Job job;
-  ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
+  ASSERT_TRUE(CancelJob("rpc").ok());
   Events events = call->Wait();
 
   EXPECT_TRUE(events.status.ok()) << events.status.error_message();
@@ -226,11 +222,7 @@ TEST_F(CancellationTest, FullServerAnswersResourceExhausted) {
             "(--max_jobs, --max_queued_jobs); retry later");
 
   for (const char* id : {"queued", "running"}) {
-    grpc::ClientContext context;
-    v1::CancelJobRequest cancel;
-    cancel.set_job_id(id);
-    v1::Job job;
-    ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
+    ASSERT_TRUE(CancelJob(id).ok());
   }
   Events running_events = running->Wait();
   Events queued_events = queued->Wait();

@@ -32,11 +32,7 @@ TEST_F(FairnessTest, SmallJobFinishesWhileTheBigOneRuns) {
   EXPECT_EQ(small.Finished().state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(GetJob("big")->state(), v1::JOB_STATE_RUNNING);
 
-  grpc::ClientContext context;
-  v1::CancelJobRequest cancel;
-  cancel.set_job_id("big");
-  v1::Job job;
-  ASSERT_TRUE(stub_->CancelJob(&context, cancel, &job).ok());
+  ASSERT_TRUE(CancelJob("big").ok());
   Events big_events = big_call->Wait();
   EXPECT_EQ(big_events.Finished().state(), v1::JOB_STATE_CANCELLED);
   EXPECT_LT(big_events.Finished().rows_succeeded(), 100000);

@@ -208,6 +208,16 @@ class ServiceFixture : public ::testing::Test {
     return job;
   }
 
+  absl::StatusOr<v1::Job> CancelJob(const std::string& id) {
+    grpc::ClientContext context;
+    v1::CancelJobRequest request;
+    request.set_job_id(id);
+    v1::Job job;
+    grpc::Status status = stub_->CancelJob(&context, request, &job);
+    if (!status.ok()) return FromGrpc(status);
+    return job;
+  }
+
   double Metric(const std::string& name_with_labels) {
     return MetricValue(server_->metrics().Serialize(), name_with_labels);
   }
