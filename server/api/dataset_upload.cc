@@ -9,6 +9,11 @@
 
 namespace sdg {
 
+DatasetUploadReactor* DatasetUploadReactor::Start(JobStore& store,
+                                                  v1::Dataset* response) {
+  return new DatasetUploadReactor(store, response);
+}
+
 DatasetUploadReactor::DatasetUploadReactor(JobStore& store,
                                            v1::Dataset* response)
     : store_(store), response_(response) {

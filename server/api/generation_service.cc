@@ -423,7 +423,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     grpc::CallbackServerContext* context, v1::Dataset* response) {
   PruneUploads();
-  return new DatasetUploadReactor(store_, response);
+  return DatasetUploadReactor::Start(store_, response);
 }
 
 void GenerationService::PruneUploads() {

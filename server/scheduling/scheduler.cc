@@ -146,9 +146,8 @@ Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
   const int64_t unstarted = entry->job->shards_to_run() - entry->started;
   if (unstarted > 0 && !entry->job->token().IsCancelled()) return {};
   metrics_.ShardsQueued(-static_cast<double>(unstarted));
-  Ended ended{std::move(entry->job), entry->timeout};
-  // Destroying the registration is safe even inside the job's cancel
-  // callback (same thread), see CancellationToken::Registration.
+  Ended ended{std::move(entry->job), entry->timeout,
+              std::move(entry->on_cancel)};
   running_.erase(entry);
   PromoteQueuedLocked();
   return ended;
@@ -167,6 +166,7 @@ void Scheduler::OnJobCancelled(Job* job) {
     for (auto it = queued_.begin(); it != queued_.end(); ++it) {
       if (it->job.get() == job) {
         ended.job = std::move(it->job);
+        ended.on_cancel = std::move(it->on_cancel);
         queued_.erase(it);
         metrics_.JobsQueued(static_cast<double>(queued_.size()));
         break;

@@ -62,9 +62,15 @@ class Scheduler {
   };
   using EntryList = std::list<Entry>;
   // A job nothing more will run for, to finish once mu_ is released.
+  // A job that has nothing more to run, taken out of the lists under mu_
+  // and finished outside it. It carries the job's cancel registration: the
+  // registration's end waits for a cancel callback running on another
+  // thread, and that callback takes mu_ (OnJobCancelled), so it must not end
+  // under mu_. Declared after `job`, whose token it points into.
   struct Ended {
     std::shared_ptr<Job> job;
     TimerService::TimerId timeout = 0;
+    CancellationToken::Registration on_cancel = {};
   };
 
   void WorkerLoop();
