@@ -4,14 +4,14 @@
 #
 #   deploy/smoke.sh ADDR            e.g. deploy/smoke.sh sdgd.sdg.svc:50051
 #
-# Environment: SDG_SMOKE_MODEL (the model the default backend serves; default
-# sim-model), SDG_SMOKE_BACKEND (a backend name; default: the server's
-# default). Uses grpcurl; without it, deploy/grpc_reflect.py (Debian's
+# Environment: SDG_SMOKE_MODEL (a model the backend serves; default: none
+# sent, and sdgd uses the backend's model when it serves exactly one),
+# SDG_SMOKE_BACKEND (a backend name; default: the server's default). Uses grpcurl; without it, deploy/grpc_reflect.py (Debian's
 # python3-grpcio), which is also what CI runs.
 # Exits 0 when every check passes, 1 naming the first that failed.
 set -euo pipefail
 addr=${1:?usage: deploy/smoke.sh HOST:PORT}
-model=${SDG_SMOKE_MODEL:-sim-model}
+model=${SDG_SMOKE_MODEL:-}
 backend=${SDG_SMOKE_BACKEND:-}
 here=$(cd "$(dirname "$0")" && pwd)
 

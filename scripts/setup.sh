@@ -3,8 +3,9 @@
 #   scripts/setup.sh [LIST...]
 # LIST names scripts/packages-LIST.txt; with none, scripts/packages.txt (what
 # building sdgd and its unit tests need) alone. Lists: test (what the
-# operations tests start or run), bench (the benchmarks' backends, Python
-# references and chart).
+# operations tests start or run), image (scripts/check-image.sh: podman and
+# what it needs), bench (the benchmarks' backends, Python references and
+# chart).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
