@@ -31,10 +31,13 @@ pids+=($!)
 port=$(wait_for_port "$work/sdgd.out" "sdgd listening on")
 
 export SDG_SMOKE_CLIENT=python
+# No model named: sdgd takes llmsim's only one.
 "$root/deploy/smoke.sh" "127.0.0.1:$port"
 
-if SDG_SMOKE_BACKEND=dead "$root/deploy/smoke.sh" "127.0.0.1:$port" \
-    2> "$work/dead.err"; then
+# The model named, so that the job is admitted and fails at the backend (a
+# dead backend lists no model to default to).
+if SDG_SMOKE_BACKEND=dead SDG_SMOKE_MODEL=sim-model \
+    "$root/deploy/smoke.sh" "127.0.0.1:$port" 2> "$work/dead.err"; then
   echo "smoke.sh passed against a dead backend" >&2
   exit 1
 fi
