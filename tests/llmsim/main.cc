@@ -40,6 +40,11 @@ ABSL_FLAG(std::string, fault_script, "",
           "faults of the first requests, in order, before any random draw: "
           "ok, hang, reset, malformed, slow or an HTTP status, comma-separated "
           "(e.g. hang,hang,hang,400)");
+ABSL_FLAG(std::string, replies, "",
+          "JSON lines {\"match\": SUBSTRING or [SUBSTRING...], \"reply\": "
+          "TEXT}: the first line whose substrings all appear in the prompt "
+          "(chat: in the messages) gives the reply, {{i}} the sample index; "
+          "other requests get the echo reply");
 ABSL_FLAG(uint64_t, fault_seed, 1,
           "seed of the fault draws (reproducible runs)");
 
@@ -75,6 +80,7 @@ int main(int argc, char** argv) {
   options.hang_rate = absl::GetFlag(FLAGS_hang_rate);
   options.fault_seed = absl::GetFlag(FLAGS_fault_seed);
   options.fault_script = absl::GetFlag(FLAGS_fault_script);
+  options.replies_file = absl::GetFlag(FLAGS_replies);
   auto server = sdg::llmsim::SimServer::Create(options);
   if (!server.ok()) {
     std::fprintf(stderr, "llmsim: %s\n",

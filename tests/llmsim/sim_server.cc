@@ -79,6 +79,12 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
   absl::StatusOr<std::vector<ScriptStep>> script =
       ParseFaultScript(options.fault_script);
   if (!script.ok()) return script.status();
+  std::shared_ptr<const ReplyBook> replies;
+  if (!options.replies_file.empty()) {
+    absl::StatusOr<ReplyBook> book = ReplyBook::Load(options.replies_file);
+    if (!book.ok()) return book.status();
+    replies = std::make_shared<const ReplyBook>(*std::move(book));
+  }
 
   size_t colon = options.listen.rfind(':');
   int port = 0;
@@ -96,7 +102,7 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
         "--listen host must be an IPv4 address, got ", options.listen));
   }
 
-  std::unique_ptr<SimServer> server(new SimServer(options));
+  std::unique_ptr<SimServer> server(new SimServer(options, std::move(replies)));
   server->base_ = event_base_new();
   server->http_ = evhttp_new(server->base_);
   if (server->base_ == nullptr || server->http_ == nullptr) {
@@ -129,11 +135,12 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
   return server;
 }
 
-SimServer::SimServer(const Options& options)
+SimServer::SimServer(const Options& options,
+                     std::shared_ptr<const ReplyBook> replies)
     : options_(options),
       simulator_{options.model,
                  options.mode == Mode::kVllm ? "vllm" : "llamacpp",
-                 options.mode == Mode::kVllm},
+                 options.mode == Mode::kVllm, std::move(replies)},
       started_(std::chrono::steady_clock::now()),
       fault_random_(options.fault_seed) {}
 

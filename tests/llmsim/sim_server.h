@@ -67,6 +67,8 @@ class SimServer {
     // "malformed", "slow" or an HTTP status to fail with (e.g.
     // "hang,hang,hang,400"). Later requests draw as above.
     std::string fault_script;
+    // Canned replies (ReplyBook's JSON lines); empty: echo every prompt.
+    std::string replies_file;
   };
 
   // Binds the port; port 0 picks a free one.
@@ -110,7 +112,7 @@ class SimServer {
   };
   static constexpr size_t kMaxArrivals = 10000;
 
-  explicit SimServer(const Options& options);
+  SimServer(const Options& options, std::shared_ptr<const ReplyBook> replies);
   static void OnRequest(evhttp_request* request, void* self);
   static void OnTimer(int fd, short what, void* pending);
   static void OnConnectionClosed(evhttp_connection* connection, void* self);

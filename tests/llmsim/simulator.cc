@@ -81,7 +81,11 @@ int64_t CountTokens(absl::string_view text) {
 
 SimText MakeSimText(absl::string_view prompt, int sample_index,
                     int64_t max_tokens) {
-  std::string full = absl::StrCat("sim(", sample_index, "): ", prompt);
+  return CutToTokens(absl::StrCat("sim(", sample_index, "): ", prompt),
+                     max_tokens);
+}
+
+SimText CutToTokens(std::string full, int64_t max_tokens) {
   SimText out;
   out.tokens = CountTokens(full);
   out.finish_reason = "stop";
@@ -115,6 +119,17 @@ std::string ErrorBody(int status, absl::string_view message) {
                  {"type", type},
                  {"param", nullptr},
                  {"code", status}}}});
+}
+
+SimText Simulator::Generate(absl::Span<const absl::string_view> texts,
+                            absl::string_view echo, int sample_index,
+                            int64_t max_tokens) const {
+  if (replies != nullptr) {
+    if (std::optional<std::string> reply = replies->Find(texts, sample_index)) {
+      return CutToTokens(*std::move(reply), max_tokens);
+    }
+  }
+  return MakeSimText(echo, sample_index, max_tokens);
 }
 
 SimReply Simulator::Models() const {
@@ -161,7 +176,9 @@ SimReply Simulator::Completions(absl::string_view request_body) const {
   for (size_t p = 0; p < prompts.size(); ++p) {
     prompt_tokens += CountTokens(prompts[p]);
     for (int s = 0; s < sampling.n; ++s) {
-      SimText text = MakeSimText(prompts[p], s, sampling.max_tokens);
+      const absl::string_view prompt_text = prompts[p];
+      SimText text =
+          Generate({prompt_text}, prompt_text, s, sampling.max_tokens);
       completion_tokens += text.tokens;
       choices.push_back({{"index", p * sampling.n + s},
                          {"text", text.text},
@@ -196,6 +213,7 @@ SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
     return Error(400, "\"messages\" must be a non-empty list");
   }
   std::string last_user;
+  std::vector<std::string> contents;
   bool found = false;
   int64_t prompt_tokens = 0;
   for (const json& message : *messages) {
@@ -205,6 +223,7 @@ SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
       return Error(400, "each message needs a string \"role\" and \"content\"");
     }
     prompt_tokens += CountTokens(message["content"].get<std::string>());
+    contents.push_back(message["content"].get<std::string>());
     if (message["role"] == "user") {
       last_user = message["content"].get<std::string>();
       found = true;
@@ -217,7 +236,8 @@ SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
   json choices = json::array();
   int64_t completion_tokens = 0;
   for (int s = 0; s < sampling.n; ++s) {
-    SimText text = MakeSimText(last_user, s, sampling.max_tokens);
+    std::vector<absl::string_view> texts(contents.begin(), contents.end());
+    SimText text = Generate(texts, last_user, s, sampling.max_tokens);
     completion_tokens += text.tokens;
     choices.push_back(
         {{"index", s},

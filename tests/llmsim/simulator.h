@@ -1,15 +1,19 @@
 // llmsim's replies: what an OpenAI-compatible server (vLLM's dialect) answers
 // to /v1/models, /v1/completions and /v1/chat/completions, computed without
-// any I/O. The text for prompt P and sample s is "sim(s): P", cut to
-// max_tokens tokens (a token is a whitespace-separated word).
+// any I/O. The text for prompt P and sample s is "sim(s): P", or the reply
+// the reply book has for it (--replies), cut to max_tokens tokens (a token
+// is a whitespace-separated word).
 #ifndef SDG_TESTS_LLMSIM_SIMULATOR_H_
 #define SDG_TESTS_LLMSIM_SIMULATOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "tests/llmsim/reply_book.h"
 
 namespace sdg::llmsim {
 
@@ -20,27 +24,36 @@ struct SimReply {
   int64_t completion_tokens = 0;  // for --ms_per_token
 };
 
-struct Simulator {
-  std::string model;
-  // vLLM: "vllm" and prompt lists; llama.cpp: "llamacpp" and one prompt.
-  std::string owned_by = "vllm";
-  bool accepts_prompt_lists = true;
-
-  SimReply Models() const;
-  // llama.cpp's GET /props.
-  SimReply Props(int total_slots) const;
-  SimReply Completions(absl::string_view request_body) const;
-  SimReply ChatCompletions(absl::string_view request_body) const;
-};
-
 // The deterministic text and its finish_reason ("length" when cut).
 struct SimText {
   std::string text;
   std::string finish_reason;
   int64_t tokens = 0;
 };
+
+struct Simulator {
+  std::string model;
+  // vLLM: "vllm" and prompt lists; llama.cpp: "llamacpp" and one prompt.
+  std::string owned_by = "vllm";
+  bool accepts_prompt_lists = true;
+  // Canned replies; none: every reply echoes its prompt.
+  std::shared_ptr<const ReplyBook> replies;
+
+  SimReply Models() const;
+  // llama.cpp's GET /props.
+  SimReply Props(int total_slots) const;
+  SimReply Completions(absl::string_view request_body) const;
+  SimReply ChatCompletions(absl::string_view request_body) const;
+  // The reply book's text for these request texts, else the echo of `echo`.
+  SimText Generate(absl::Span<const absl::string_view> texts,
+                   absl::string_view echo, int sample_index,
+                   int64_t max_tokens) const;
+};
+
 SimText MakeSimText(absl::string_view prompt, int sample_index,
                     int64_t max_tokens);  // max_tokens < 0: no limit
+// `text` cut after its max_tokens-th token.
+SimText CutToTokens(std::string text, int64_t max_tokens);
 
 int64_t CountTokens(absl::string_view text);
 

@@ -89,3 +89,67 @@ TEST(SimServerTest, AnUnknownFaultScriptStepIsRejectedByName) {
 
 }  // namespace
 }  // namespace sdg::llmsim
+
+namespace sdg::llmsim {
+namespace {
+
+std::shared_ptr<const ReplyBook> Book(absl::string_view lines) {
+  absl::StatusOr<ReplyBook> book = ReplyBook::Parse(lines);
+  EXPECT_TRUE(book.ok()) << book.status();
+  return std::make_shared<const ReplyBook>(*std::move(book));
+}
+
+TEST(ReplyBookTest, FirstLineWhoseSubstringsAllAppearGivesTheReply) {
+  Simulator sim{"m"};
+  sim.replies =
+      Book(R"({"match": ["Judge", "tide"], "reply": "[Answer] YES [End]"})"
+           "\n"
+           R"({"match": "Judge", "reply": "[Answer] NO [End]"})"
+           "\n"
+           R"({"match": "Ask", "reply": "[Question] Q{{i}} [Answer] A{{i}}"})");
+  json reply = json::parse(
+      sim.Completions(
+             R"({"model":"m","prompt":["Judge: tide","Judge: moon","Ask","Hi"],"n":2})")
+          .body);
+  std::vector<std::string> texts;
+  for (const json& choice : reply["choices"]) texts.push_back(choice["text"]);
+  EXPECT_EQ(texts, (std::vector<std::string>{
+                       "[Answer] YES [End]", "[Answer] YES [End]",
+                       "[Answer] NO [End]", "[Answer] NO [End]",
+                       "[Question] Q0 [Answer] A0", "[Question] Q1 [Answer] A1",
+                       // No line matches: the echo.
+                       "sim(0): Hi", "sim(1): Hi"}));
+}
+
+TEST(ReplyBookTest, ChatMatchesAcrossEveryMessage) {
+  Simulator sim{"m"};
+  sim.replies = Book(R"({"match": ["careful", "tide"], "reply": "ok"})");
+  json reply = json::parse(sim.ChatCompletions(
+                                  R"({"model":"m","messages":[
+        {"role":"system","content":"Be careful."},
+        {"role":"user","content":"What is a tide?"}]})")
+                               .body);
+  EXPECT_EQ(reply["choices"][0]["message"]["content"], "ok");
+}
+
+TEST(ReplyBookTest, RepliesAreCutAtMaxTokens) {
+  Simulator sim{"m"};
+  sim.replies = Book(R"({"match": "x", "reply": "one two three"})");
+  json reply = json::parse(
+      sim.Completions(R"({"model":"m","prompt":"x","max_tokens":2})").body);
+  EXPECT_EQ(reply["choices"][0]["text"], "one two");
+  EXPECT_EQ(reply["choices"][0]["finish_reason"], "length");
+}
+
+TEST(ReplyBookTest, ABadLineIsNamed) {
+  EXPECT_EQ(
+      ReplyBook::Parse("\n{\"match\": 1, \"reply\": \"r\"}").status().message(),
+      "replies line 2: \"match\" must be a string or a list of strings");
+  EXPECT_EQ(ReplyBook::Parse(R"({"match": "a"})").status().message(),
+            "replies line 1: \"reply\" must be a string");
+  EXPECT_EQ(ReplyBook::Parse("not json").status().message(),
+            "replies line 1: not a JSON object");
+}
+
+}  // namespace
+}  // namespace sdg::llmsim
