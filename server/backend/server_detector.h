@@ -46,7 +46,7 @@ class ServerDetector {
     // OpenAI base URLs (ending in /v1), asked in order until one answers.
     std::vector<std::string> base_urls;
     // Sent with each request (the API key's Authorization header).
-    std::vector<std::string> headers;
+    std::vector<std::string> headers = {};
     absl::Duration timeout = absl::Seconds(10);
     // After a detection where no endpoint answered, RetryIfDue asks again
     // no sooner than this.

@@ -37,7 +37,7 @@ struct Simulator {
   std::string owned_by = "vllm";
   bool accepts_prompt_lists = true;
   // Canned replies; none: every reply echoes its prompt.
-  std::shared_ptr<const ReplyBook> replies;
+  std::shared_ptr<const ReplyBook> replies = nullptr;
 
   SimReply Models() const;
   // llama.cpp's GET /props.
