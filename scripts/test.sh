@@ -53,5 +53,5 @@ if [ "${SDG_SANITIZERS:-1}" != 0 ]; then
   run_suite build/asan -L "unit|integration|e2e" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address
   run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread
 fi
-echo "=== every stage passed in $(( $(date +%s) - start )) s"
+echo "=== every stage passed in $(( $(date +%s) - start )) s${image_args:+ (image_check left out: SDG_IMAGE_CHECK=0)}"
 command -v ccache > /dev/null && ccache -s | grep -E '^ *(Hits|Misses):' || true
