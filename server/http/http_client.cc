@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -64,9 +65,33 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
+// curl's text for a failed connection names the time it took ("Failed to
+// connect to H port P after 3 ms: ..."). Without it, the same failure reads
+// the same every time, so a shard's rows that failed for one reason are one
+// shard_error, not several that differ by a millisecond.
+std::string WithoutConnectTime(std::string detail) {
+  static constexpr std::string_view kAfter = " after ";
+  static constexpr std::string_view kMs = " ms";
+  for (size_t at = detail.find(kAfter); at != std::string::npos;
+       at = detail.find(kAfter, at + 1)) {
+    size_t end = at + kAfter.size();
+    const size_t digits = end;
+    while (end < detail.size() && absl::ascii_isdigit(detail[end])) ++end;
+    if (end > digits &&
+        std::string_view(detail).substr(end, kMs.size()) == kMs &&
+        (end + kMs.size() == detail.size() ||
+         detail[end + kMs.size()] == ':')) {
+      detail.erase(at, end + kMs.size() - at);
+      break;
+    }
+  }
+  return detail;
+}
+
 absl::Status TransportStatus(CURLcode code, const char* error_buffer) {
-  std::string detail = error_buffer[0] != '\0' ? std::string(error_buffer)
-                                               : curl_easy_strerror(code);
+  std::string detail =
+      WithoutConnectTime(error_buffer[0] != '\0' ? std::string(error_buffer)
+                                                 : curl_easy_strerror(code));
   switch (code) {
     case CURLE_OK:
       return absl::OkStatus();

@@ -1,5 +1,5 @@
-// The event loop's timers; transfers are covered against llmsim by the
-// backend and integration tests.
+// The event loop's timers, and the text of a failed connection; transfers
+// are covered against llmsim by the backend and integration tests.
 #include "server/http/http_client.h"
 
 #include <gtest/gtest.h>
@@ -87,6 +87,25 @@ TEST_F(HttpClientTimersTest, DestroyingTheClientDropsTimersThatHaveNotRun) {
   http_->RunAfter(absl::Hours(1), [&] { ran = true; });
   http_.reset();
   EXPECT_FALSE(ran);
+}
+
+TEST(HttpClientErrorsTest, AFailedConnectionReadsTheSameEveryTime) {
+  // curl says "... port 1 after N ms: ..."; N varies from one attempt to the
+  // next, and rows that failed alike must carry one message.
+  std::unique_ptr<HttpClient> http = *HttpClient::Create({});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    absl::Notification done;
+    HttpResponse response;
+    http->Start({"http://127.0.0.1:1/v1/models"}, [&](HttpResponse reply) {
+      response = std::move(reply);
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_EQ(response.transport.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(std::string(response.transport.message()),
+              "Failed to connect to 127.0.0.1 port 1: Couldn't connect to "
+              "server (http://127.0.0.1:1/v1/models)");
+  }
 }
 
 }  // namespace
