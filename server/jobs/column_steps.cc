@@ -1,7 +1,6 @@
 #include "server/jobs/column_steps.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -249,7 +248,6 @@ std::optional<Value> ConvertValue(const Value& value, ConvertType type) {
   std::optional<std::string> digits =
       PythonDigits(value.string_value(), to_float);
   if (!digits.has_value()) return std::nullopt;
-  errno = 0;
   char* end = nullptr;
   const double parsed = std::strtod(digits->c_str(), &end);
   if (end != digits->c_str() + digits->size()) return std::nullopt;

@@ -25,12 +25,10 @@ class ReplyBook {
   static absl::StatusOr<ReplyBook> Load(const std::string& path);
 
   // The reply for sample `sample_index` of a request whose texts (the
-  // prompt, or every message's content) are `texts`; nullptr-like empty
-  // optional when no line matches.
+  // prompt, or every message's content) are `texts`; nullopt when no line
+  // matches.
   std::optional<std::string> Find(absl::Span<const absl::string_view> texts,
                                   int sample_index) const;
-
-  size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {
