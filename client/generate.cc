@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "client/grpc_status.h"
 #include "client/ordered_output.h"
+#include "client/pipeline_output.h"
 #include "client/row_json.h"
 #include "client/upload.h"
 #include "google/protobuf/util/json_util.h"
@@ -104,7 +105,13 @@ v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
   v1::GenerateJobRequest request;
   request.set_job_id(options.job_id);
   request.set_dataset_id(dataset_id);
-  *request.mutable_block() = options.block;
+  if (options.pipeline.has_value()) {
+    *request.mutable_pipeline() = *options.pipeline;
+    request.set_num_instructions_to_generate(
+        options.num_instructions_to_generate);
+  } else {
+    *request.mutable_block() = options.block;
+  }
   request.set_batch_size(options.batch_size);
   request.set_num_workers(options.num_workers);
   request.set_error_policy(options.fail_fast ? v1::ERROR_POLICY_FAIL_FAST
@@ -161,30 +168,50 @@ class ResultFiles {
         errors_path_(std::move(errors_path)),
         output_column_(v1::OutputColumnOf(options.block)),
         samples_(v1::SamplesPerRowOf(options.block)),
+        pipeline_(options.pipeline.has_value()),
         inputs_(inputs) {}
 
   int samples() const { return samples_; }
   const std::string& output_path() const { return output_path_; }
-  bool is_open() const { return ordered_ != nullptr; }
-  OrderedOutput* ordered() { return ordered_.get(); }
+  bool is_open() const { return ordered_ != nullptr || pipelined_ != nullptr; }
 
   // Idempotent; false if either file cannot be written.
   bool Open() {
-    if (ordered_) return true;
+    if (is_open()) return true;
     output_.open(output_path_, std::ios::trunc);
     errors_.open(errors_path_, std::ios::trunc);
     if (!output_ || !errors_) return false;
-    ordered_ = std::make_unique<OrderedOutput>(inputs_, output_column_,
-                                               samples_, output_, errors_);
+    if (pipeline_) {
+      pipelined_ = std::make_unique<PipelineOutput>(output_, errors_);
+    } else {
+      ordered_ = std::make_unique<OrderedOutput>(inputs_, output_column_,
+                                                 samples_, output_, errors_);
+    }
     return true;
   }
 
+  void AddResult(const v1::ShardResult& result) {
+    if (ordered_ != nullptr) ordered_->AddResult(result);
+    if (pipelined_ != nullptr) pipelined_->AddResult(result);
+  }
+  void AddError(const v1::ShardError& error) {
+    if (ordered_ != nullptr) ordered_->AddError(error);
+    if (pipelined_ != nullptr) pipelined_->AddError(error);
+  }
+
   // Writes every row that never came back to the errors file with `reason`
-  // and closes both files.
+  // (a pipeline's output is written whole, in order, now) and closes both
+  // files.
   absl::Status Close(const std::string& reason, GenerateSummary& summary) {
-    ordered_->FinishMissing(reason);
-    summary.lines_written = ordered_->lines_written();
-    summary.rows_failed = ordered_->rows_failed();
+    if (pipelined_ != nullptr) {
+      pipelined_->Finish();
+      summary.lines_written = pipelined_->lines_written();
+      summary.rows_failed = pipelined_->rows_failed();
+    } else {
+      ordered_->FinishMissing(reason);
+      summary.lines_written = ordered_->lines_written();
+      summary.rows_failed = ordered_->rows_failed();
+    }
     output_.close();
     errors_.close();
     if (!output_ || !errors_) {
@@ -199,10 +226,12 @@ class ResultFiles {
   const std::string errors_path_;
   const std::string output_column_;
   const int samples_;
+  const bool pipeline_;
   const std::vector<JsonRow>& inputs_;
   std::ofstream output_;
   std::ofstream errors_;
   std::unique_ptr<OrderedOutput> ordered_;
+  std::unique_ptr<PipelineOutput> pipelined_;
 };
 
 // Rows, not samples: a row's samples may span events, so each row counts
@@ -230,12 +259,12 @@ absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
     case v1::JobEvent::kStarted:
       break;
     case v1::JobEvent::kShardResult:
-      if (files.is_open()) files.ordered()->AddResult(event.shard_result());
+      files.AddResult(event.shard_result());
       tally.done += RowsIn(event.shard_result());
       progress.Update(tally.done, tally.failed, summary.total_rows, false);
       break;
     case v1::JobEvent::kShardError:
-      if (files.is_open()) files.ordered()->AddError(event.shard_error());
+      files.AddError(event.shard_error());
       tally.failed += event.shard_error().row_count();
       progress.Update(tally.done, tally.failed, summary.total_rows, false);
       break;
@@ -281,6 +310,7 @@ absl::StatusOr<GenerateSummary> RunGenerate(
   GenerateSummary summary;
   summary.job_id = job->job_id();
   summary.total_rows = static_cast<int64_t>(inputs->size());
+  summary.pipeline = options.pipeline.has_value();
   summary.errors_path = options.errors_path.empty()
                             ? options.output_path + ".errors.jsonl"
                             : options.errors_path;
@@ -351,11 +381,17 @@ std::string FormatSummary(const GenerateSummary& summary,
       summary.finished.state() != v1::JOB_STATE_UNSPECIFIED
           ? v1::JobState_Name(summary.finished.state())
           : absl::StrCat("call ended: ", summary.call_status.error_message());
-  std::string text = absl::StrFormat(
-      "job %s %s: %d/%d rows generated -> %s (%d lines), %d failed",
-      summary.job_id, state, summary.total_rows - summary.rows_failed,
-      summary.total_rows, output_path, summary.lines_written,
-      summary.rows_failed);
+  std::string text =
+      summary.pipeline
+          ? absl::StrFormat(
+                "job %s %s: %d seed rows -> %s (%d rows), %d rows failed",
+                summary.job_id, state, summary.total_rows, output_path,
+                summary.lines_written, summary.rows_failed)
+          : absl::StrFormat(
+                "job %s %s: %d/%d rows generated -> %s (%d lines), %d failed",
+                summary.job_id, state, summary.total_rows - summary.rows_failed,
+                summary.total_rows, output_path, summary.lines_written,
+                summary.rows_failed);
   if (summary.rows_failed > 0) {
     absl::StrAppend(&text, " -> ", summary.errors_path);
   }

@@ -25,6 +25,9 @@ struct GenerateOptions {
   // Empty means output_path + ".errors.jsonl".
   std::string errors_path;
   v1::Block block;
+  // Instead of the block (sdgctl generate --pipeline).
+  std::optional<v1::Pipeline> pipeline;
+  int num_instructions_to_generate = 0;
   std::string job_id;
   int batch_size = 0;
   int num_workers = 0;
@@ -43,6 +46,7 @@ struct GenerateSummary {
   grpc::Status call_status;
   int reconnects = 0;
   int64_t total_rows = 0;
+  bool pipeline = false;  // lines_written then counts the pipeline's rows
   int64_t lines_written = 0;
   int64_t rows_failed = 0;  // rows written to the errors file
   std::string errors_path;

@@ -20,6 +20,7 @@
 #include "client/interrupt_target.h"
 #include "client/job_commands.h"
 #include "client/job_follow.h"
+#include "client/pipeline_file.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "sdgd address, HOST:PORT");
 ABSL_FLAG(std::string, input, "", "generate: input dataset, JSON lines");
@@ -28,6 +29,12 @@ ABSL_FLAG(std::string, errors, "",
           "generate: failed rows (default OUTPUT.errors.jsonl)");
 ABSL_FLAG(std::string, block, "",
           "generate: block file (JSON, Block's fields)");
+ABSL_FLAG(std::string, pipeline, "",
+          "generate: an InstructLab pipeline file (YAML) to run instead of a "
+          "block; its config_path files are read relative to it");
+ABSL_FLAG(int, num_instructions, 30,
+          "generate --pipeline: samples per row of LLM blocks with n: scaled "
+          "(InstructLab's num_instructions_to_generate)");
 ABSL_FLAG(std::string, template, "",
           "generate: prompt template with {{column}} placeholders");
 ABSL_FLAG(std::string, backend, "", "generate: backend name on the server");
@@ -73,6 +80,10 @@ constexpr char kUsage[] =
     "[--max_tokens N] [--temperature T] [--seed S] [--n N] [--fail_fast]\n"
     "           [--detach]: the job survives sdgd restarts and lost "
     "connections; generate reconnects and continues.\n"
+    "  generate --pipeline PIPELINE.yaml --input IN.jsonl --output OUT.jsonl "
+    "[--model M] [--num_instructions N]\n"
+    "           runs an InstructLab pipeline file; rows come out in "
+    "InstructLab's order.\n"
     "  submit (generate's flags, no --output)  create the job, print its id\n"
     "  watch JOB_ID         follow a job to its end, with progress\n"
     "  output JOB_ID -o OUT.jsonl [--errors ERR.jsonl]  its results, in "
@@ -109,7 +120,33 @@ absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags(
         needs_output ? "generate needs --input and --output"
                      : "submit needs --input");
   }
-  if (!absl::GetFlag(FLAGS_block).empty()) {
+  if (const std::string path = absl::GetFlag(FLAGS_pipeline); !path.empty()) {
+    if (!absl::GetFlag(FLAGS_block).empty() ||
+        !absl::GetFlag(FLAGS_template).empty()) {
+      return absl::InvalidArgumentError(
+          "give --pipeline, or --block/--template, not both");
+    }
+    sdg::PipelineFileOptions file_options;
+    file_options.backend = absl::GetFlag(FLAGS_backend);
+    file_options.model = absl::GetFlag(FLAGS_model);
+    if (absl::GetFlag(FLAGS_api) == "chat") {
+      file_options.api = sdg::v1::API_CHAT;
+    } else if (!absl::GetFlag(FLAGS_api).empty() &&
+               absl::GetFlag(FLAGS_api) != "completions") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--api must be completions or chat, got \"",
+                       absl::GetFlag(FLAGS_api), "\""));
+    }
+    absl::StatusOr<sdg::PipelineFile> file =
+        sdg::LoadPipelineFile(path, file_options);
+    if (!file.ok()) return file.status();
+    for (const std::string& warning : file->warnings) {
+      std::cerr << "sdgctl: warning: " << warning << "\n";
+    }
+    options.pipeline = std::move(file->pipeline);
+    options.num_instructions_to_generate =
+        absl::GetFlag(FLAGS_num_instructions);
+  } else if (!absl::GetFlag(FLAGS_block).empty()) {
     absl::StatusOr<sdg::v1::Block> block =
         sdg::LoadBlockFile(absl::GetFlag(FLAGS_block));
     if (!block.ok()) return block.status();
@@ -145,9 +182,10 @@ absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags(
   if (auto v = absl::GetFlag(FLAGS_top_p)) block.set_top_p(*v);
   if (auto v = absl::GetFlag(FLAGS_seed)) block.set_seed(*v);
   if (auto v = absl::GetFlag(FLAGS_n)) block.set_n(*v);
-  if (block.prompt_template().empty()) {
+  if (!options.pipeline.has_value() && block.prompt_template().empty()) {
     return absl::InvalidArgumentError(
-        "generate needs --template or a --block file with prompt_template");
+        "generate needs --template, a --block file with prompt_template, or "
+        "--pipeline");
   }
   options.job_id = absl::GetFlag(FLAGS_job_id);
   options.batch_size = absl::GetFlag(FLAGS_batch_size);
@@ -167,8 +205,10 @@ int Generate(grpc::Channel& channel, sdg::v1::GenerationService::Stub& stub,
   // Joined here with the input, the results need carry only the output
   // column; a detached job may be fetched later by `sdgctl output`, which
   // has no input: it keeps every column.
-  options->result_columns = detach ? sdg::v1::RESULT_COLUMNS_ALL
-                                   : sdg::v1::RESULT_COLUMNS_OUTPUT_ONLY;
+  // A pipeline's rows are its own: they come with every column.
+  options->result_columns = detach || options->pipeline.has_value()
+                                ? sdg::v1::RESULT_COLUMNS_ALL
+                                : sdg::v1::RESULT_COLUMNS_OUTPUT_ONLY;
   sdg::CallStopper stopper;
   absl::StatusOr<sdg::GenerateSummary> summary = sdg::RunGenerate(
       channel, *options, std::cerr, stopper, [&](const std::string& job_id) {

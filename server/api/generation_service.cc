@@ -86,7 +86,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
       spec.ok() ? ValidateDatasetSource(
                       request, static_cast<int64_t>(decoded.rows.size()))
                 : spec.status();
-  if (valid.ok() && spec->block.model().empty()) valid = ChooseModel(*spec);
+  if (valid.ok()) valid = ChooseModels(*spec);
   if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
         {{"job_id", Quoted(request.job_id())},
@@ -109,25 +109,45 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   return job;
 }
 
-absl::Status GenerationService::ChooseModel(JobSpec& spec) const {
-  const std::string& backend = spec.block.backend();
+absl::Status GenerationService::ChooseModels(JobSpec& spec) const {
+  if (!spec.pipeline.has_value()) {
+    return ChooseModel("block.model", spec.block);
+  }
+  for (StepSpec& step : spec.pipeline->steps) {
+    if (auto* llm = std::get_if<LlmStepSpec>(&step.kind); llm != nullptr) {
+      if (absl::Status s =
+              ChooseModel(absl::StrCat("pipeline.steps[", step.index, "] (",
+                                       Quoted(step.name), ").llm.block.model"),
+                          llm->block);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GenerationService::ChooseModel(absl::string_view field,
+                                            v1::Block& block) const {
+  if (!block.model().empty()) return absl::OkStatus();
+  const std::string& backend = block.backend();
   std::vector<std::string> models = options_.backend_models
                                         ? options_.backend_models(backend)
                                         : std::vector<std::string>();
   if (models.size() == 1) {
-    spec.block.set_model(models.front());
+    block.set_model(models.front());
     return absl::OkStatus();
   }
   if (models.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "block.model: empty, and backend ", Quoted(backend),
+        field, ": empty, and backend ", Quoted(backend),
         " has not listed its models (/v1/models); name the model"));
   }
   std::vector<std::string> quoted;
   for (const std::string& model : models) quoted.push_back(Quoted(model));
   return absl::InvalidArgumentError(absl::StrCat(
-      "block.model: empty, and backend ", Quoted(backend), " lists ",
-      models.size(), " models; name one of: ", absl::StrJoin(quoted, ", ")));
+      field, ": empty, and backend ", Quoted(backend), " lists ", models.size(),
+      " models; name one of: ", absl::StrJoin(quoted, ", ")));
 }
 
 absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
@@ -148,7 +168,19 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
   record.request = request;  // without rows: they are the dataset now
   record.request.set_job_id(job_id);
   // As run: a resumed job asks the model chosen now.
-  record.request.mutable_block()->set_model(spec.block.model());
+  if (spec.pipeline.has_value()) {
+    for (const StepSpec& step : spec.pipeline->steps) {
+      if (const LlmStepSpec* llm = step.llm(); llm != nullptr) {
+        record.request.mutable_pipeline()
+            ->mutable_steps(step.index)
+            ->mutable_llm()
+            ->mutable_block()
+            ->set_model(llm->block.model());
+      }
+    }
+  } else {
+    record.request.mutable_block()->set_model(spec.block.model());
+  }
   record.request_digest = digest;
   record.create_time = absl::Now();
   if (absl::Status added = store_.AddJob(record); !added.ok()) {

@@ -92,9 +92,10 @@ class GenerationService final : public GenerationServiceBase {
   // A job for a request: a new one, or the existing job the same request
   // made before (idempotent submit).
   absl::StatusOr<std::shared_ptr<Job>> Admit(const DecodedJobRequest& request);
-  // A block with no model gets the backend's one model, or the error lists
-  // what it has.
-  absl::Status ChooseModel(JobSpec& spec) const;
+  // A block (or a pipeline's LLM step) with no model gets its backend's one
+  // model, or the error, naming `field`, lists what the backend has.
+  absl::Status ChooseModels(JobSpec& spec) const;
+  absl::Status ChooseModel(absl::string_view field, v1::Block& block) const;
   absl::StatusOr<std::shared_ptr<Job>> AdmitNew(
       const DecodedJobRequest& request, const std::string& digest,
       JobSpec spec);

@@ -16,6 +16,10 @@ StreamCursor::Action StreamCursor::NextActionLocked() {
     return action;
   }
   absl::StatusOr<std::optional<v1::JobEvent>> next = reader_->Next();
+  // The rows a pipeline carries to a barrier stay in the job's log.
+  while (next.ok() && next->has_value() && (*next)->has_stage_rows()) {
+    next = reader_->Next();
+  }
   if (!next.ok()) {
     finish_called_ = true;
     action.finish = ToGrpcStatus(next.status());

@@ -1,5 +1,8 @@
 #include "server/jobs/job.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
@@ -38,10 +41,41 @@ absl::string_view StateLabel(v1::JobState state) {
 }
 
 JobTally::ShardState* JobTally::StateOf(int64_t shard) {
-  if (shard < 0 || shard >= static_cast<int64_t>(shard_state_.size())) {
-    return nullptr;
+  // A pipeline's later stages add shards; an index past any a job could
+  // have is a damaged log's, and ignored.
+  constexpr int64_t kMaxShards = int64_t{1} << 32;
+  if (shard < 0 || shard >= kMaxShards) return nullptr;
+  if (shard >= static_cast<int64_t>(shard_state_.size())) {
+    shard_state_.resize(shard + 1, ShardState::kNotCommitted);
   }
   return &shard_state_[shard];
+}
+
+void JobTally::AddSteps(
+    const google::protobuf::RepeatedPtrField<v1::StepCounts>& steps) {
+  for (const v1::StepCounts& step : steps) {
+    auto known = std::find_if(
+        steps_.begin(), steps_.end(),
+        [&](const v1::StepCounts& s) { return s.step() == step.step(); });
+    if (known == steps_.end()) {
+      steps_.push_back(step);
+      continue;
+    }
+    known->set_rows_in(known->rows_in() + step.rows_in());
+    known->set_rows_out(known->rows_out() + step.rows_out());
+    known->set_rows_failed(known->rows_failed() + step.rows_failed());
+  }
+}
+
+std::vector<v1::ResultRow> JobTally::TakeStageRows(int64_t first, int64_t end) {
+  std::vector<v1::ResultRow> rows;
+  auto begin = stage_rows_.lower_bound(first);
+  auto stop = stage_rows_.lower_bound(end);
+  for (auto it = begin; it != stop; ++it) {
+    std::move(it->second.begin(), it->second.end(), std::back_inserter(rows));
+  }
+  stage_rows_.erase(begin, stop);
+  return rows;
 }
 
 void JobTally::Add(const v1::JobEvent& event) {
@@ -58,9 +92,26 @@ void JobTally::Add(const v1::JobEvent& event) {
         ++committed_count_;
         ++shards_succeeded_;
       }
+      // A block's row counts once (sample 0); a pipeline's rows all do.
       for (const v1::ResultRow& row : event.shard_result().rows()) {
         if (row.sample_index() == 0) ++rows_succeeded_;
       }
+      AddSteps(event.shard_result().steps());
+      break;
+    }
+    case v1::JobEvent::kStageRows: {
+      ShardState* state = StateOf(event.stage_rows().shard_index());
+      if (state == nullptr) break;
+      if (*state == ShardState::kNotCommitted) {
+        *state = ShardState::kSucceeded;
+        ++committed_count_;
+        ++shards_succeeded_;
+      }
+      std::vector<v1::ResultRow>& rows =
+          stage_rows_[event.stage_rows().shard_index()];
+      rows.insert(rows.end(), event.stage_rows().rows().begin(),
+                  event.stage_rows().rows().end());
+      AddSteps(event.stage_rows().steps());
       break;
     }
     case v1::JobEvent::kShardError: {
@@ -91,10 +142,17 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
       metrics_(metrics),
       tally_(std::move(tally)) {
   absl::MutexLock lock(&mu_);
+  stages_.push_back(Stage{0, plan_, nullptr});
   committed_at_start_.resize(plan_.shard_count());
   for (int64_t i = 0; i < plan_.shard_count(); ++i) {
     committed_at_start_[i] = tally_.committed(i);
     if (!committed_at_start_[i]) ++shards_to_run_;
+  }
+  stage_uncommitted_ = shards_to_run_;
+  if (is_pipeline()) {
+    barrier_rows_ = tally_.TakeStageRows(0, plan_.shard_count());
+    // A resumed pipeline rebuilds the stages its log had reached.
+    BuildStagesLocked();
   }
   record_ = std::move(record);
   dataset_ = std::move(dataset);
@@ -125,9 +183,88 @@ void Job::Suspend(absl::Status reason) {
   token_.Cancel(std::move(reason));
 }
 
+int64_t Job::shard_count() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(committed_at_start_.size());
+}
+
+int64_t Job::shards_to_run() const {
+  absl::MutexLock lock(&mu_);
+  return shards_to_run_;
+}
+
 int64_t Job::NextShardToRun(int64_t from) const {
-  while (from < plan_.shard_count() && committed_at_start_[from]) ++from;
+  absl::MutexLock lock(&mu_);
+  const int64_t count = static_cast<int64_t>(committed_at_start_.size());
+  while (from < count && committed_at_start_[from]) ++from;
   return from;
+}
+
+int Job::StageIndexLocked(int64_t shard) const {
+  int stage = static_cast<int>(stages_.size()) - 1;
+  while (stage > 0 && stages_[stage].first_shard > shard) --stage;
+  return stage;
+}
+
+ShardSpec Job::Shard(int64_t index) const {
+  absl::MutexLock lock(&mu_);
+  const Stage& stage = stages_[StageIndexLocked(index)];
+  ShardSpec shard = stage.plan.Shard(index - stage.first_shard);
+  shard.index = index;
+  return shard;
+}
+
+int Job::StageOf(const ShardSpec& shard) const {
+  absl::MutexLock lock(&mu_);
+  return StageIndexLocked(shard.index);
+}
+
+absl::StatusOr<std::vector<PipelineRow>> Job::ReadStageRows(
+    const ShardSpec& shard) const {
+  std::shared_ptr<const std::vector<PipelineRow>> rows;
+  {
+    absl::MutexLock lock(&mu_);
+    rows = stages_[StageIndexLocked(shard.index)].rows;
+  }
+  if (rows == nullptr) {
+    absl::StatusOr<std::vector<google::protobuf::Struct>> seeds =
+        ReadRows(shard);
+    if (!seeds.ok()) return seeds.status();
+    return SeedRows(shard.first_row, *std::move(seeds));
+  }
+  return std::vector<PipelineRow>(
+      rows->begin() + shard.first_row,
+      rows->begin() + shard.first_row + shard.row_count);
+}
+
+void Job::BuildStagesLocked() {
+  const PipelineSpec& pipeline = *spec_.pipeline;
+  while (stage_uncommitted_ == 0 &&
+         !pipeline.IsLastStage(static_cast<int>(stages_.size()) - 1)) {
+    const int ended = static_cast<int>(stages_.size()) - 1;
+    auto rows = std::make_shared<const std::vector<PipelineRow>>(
+        DropDuplicates(pipeline.BarrierStep(ended), std::move(barrier_rows_)));
+    barrier_rows_.clear();
+    const int64_t first_shard =
+        static_cast<int64_t>(committed_at_start_.size());
+    const ShardPlan plan(static_cast<int64_t>(rows->size()), spec_.batch_size);
+    stages_.push_back(Stage{first_shard, plan, rows});
+    stage_uncommitted_ = 0;
+    for (int64_t i = first_shard; i < first_shard + plan.shard_count(); ++i) {
+      const bool committed = tally_.committed(i);
+      committed_at_start_.push_back(committed);
+      if (!committed) ++stage_uncommitted_;
+    }
+    shards_to_run_ += stage_uncommitted_;
+    barrier_rows_ =
+        tally_.TakeStageRows(first_shard, first_shard + plan.shard_count());
+    Log(LogLevel::kInfo, "pipeline stage ready",
+        {{"job_id", spec_.job_id},
+         {"stage", ended + 1},
+         {"after_step", pipeline.BarrierStep(ended).name},
+         {"rows", static_cast<int64_t>(rows->size())},
+         {"shards", plan.shard_count()}});
+  }
 }
 
 absl::StatusOr<std::vector<google::protobuf::Struct>> Job::ReadRows(
@@ -260,7 +397,77 @@ void AddErrorEvents(const ShardSpec& shard,
   }
 }
 
+// The events of a pipeline shard's output rows: shard_result for the last
+// stage, stage_rows (kept in the log only) before a barrier, each under
+// kMaxResultEventBytes; the first carries the shard's step counts.
+void AddPipelineRowEvents(const ShardSpec& shard, bool results,
+                          std::vector<PipelineRow> rows,
+                          std::vector<v1::StepCounts> steps,
+                          std::vector<v1::JobEvent>& group) {
+  google::protobuf::RepeatedPtrField<v1::ResultRow>* event_rows = nullptr;
+  size_t bytes = 0;
+  auto start_event = [&] {
+    v1::JobEvent& event = group.emplace_back();
+    if (results) {
+      event.mutable_shard_result()->set_shard_index(shard.index);
+      event_rows = event.mutable_shard_result()->mutable_rows();
+    } else {
+      event.mutable_stage_rows()->set_shard_index(shard.index);
+      event_rows = event.mutable_stage_rows()->mutable_rows();
+    }
+    bytes = 0;
+  };
+  start_event();
+  auto* first_steps = results
+                          ? group.back().mutable_shard_result()->mutable_steps()
+                          : group.back().mutable_stage_rows()->mutable_steps();
+  for (v1::StepCounts& step : steps) *first_steps->Add() = std::move(step);
+  for (PipelineRow& row : rows) {
+    const size_t size = row.ByteSizeLong();
+    if (bytes + size > kMaxResultEventBytes && !event_rows->empty()) {
+      start_event();
+    }
+    bytes += size;
+    *event_rows->Add() = std::move(row);
+  }
+}
+
+v1::JobEvent PipelineErrorEvent(const ShardSpec& shard, const std::string& step,
+                                const PipelineRowFailure& failure) {
+  v1::JobEvent event = ShardErrorEvent(shard, failure.row_index, 1,
+                                       failure.status, failure.attempts);
+  event.mutable_shard_error()->set_step(step);
+  for (int64_t k : failure.order_key) {
+    event.mutable_shard_error()->add_order_key(k);
+  }
+  return event;
+}
+
 }  // namespace
+
+std::vector<v1::JobEvent> Job::PipelineEventsLocked(const ShardSpec& shard,
+                                                    ShardOutcome outcome) {
+  const PipelineSpec& pipeline = *spec_.pipeline;
+  const int stage = StageIndexLocked(shard.index);
+  const bool last = pipeline.IsLastStage(stage);
+  std::vector<v1::JobEvent> group;
+  if (!last) {
+    barrier_rows_.insert(barrier_rows_.end(), outcome.rows.begin(),
+                         outcome.rows.end());
+  }
+  AddPipelineRowEvents(shard, last, std::move(outcome.rows),
+                       std::move(outcome.steps), group);
+  std::stable_sort(
+      outcome.failed_steps.begin(), outcome.failed_steps.end(),
+      [](const PipelineRowFailure& a, const PipelineRowFailure& b) {
+        return a.order_key < b.order_key;
+      });
+  for (const PipelineRowFailure& failure : outcome.failed_steps) {
+    group.push_back(
+        PipelineErrorEvent(shard, pipeline.steps[failure.step].name, failure));
+  }
+  return group;
+}
 
 void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                       absl::Duration elapsed) {
@@ -271,20 +478,29 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
   }
   const int64_t rows_failed =
       shard_failed ? shard.row_count
-                   : static_cast<int64_t>(outcome.failed_rows.size());
+                   : static_cast<int64_t>(outcome.failed_rows.size() +
+                                          outcome.failed_steps.size());
   const bool failed = rows_failed > 0;
   // The first failure among the shard's rows, for fail-fast and the log.
-  const absl::Status first_error = shard_failed ? outcome.status
-                                   : failed ? outcome.failed_rows.front().status
-                                            : absl::OkStatus();
-  const int first_attempts = shard_failed ? outcome.attempts
-                             : failed     ? outcome.failed_rows.front().attempts
-                                          : 0;
+  absl::Status first_error = outcome.status;
+  int first_attempts = outcome.attempts;
+  if (!shard_failed && !outcome.failed_rows.empty()) {
+    first_error = outcome.failed_rows.front().status;
+    first_attempts = outcome.failed_rows.front().attempts;
+  } else if (!shard_failed && !outcome.failed_steps.empty()) {
+    first_error = outcome.failed_steps.front().status;
+    first_attempts = outcome.failed_steps.front().attempts;
+  }
   const bool fail_fast = failed &&
                          spec_.error_policy == v1::ERROR_POLICY_FAIL_FAST &&
                          !token_.IsCancelled();
   metrics_.ShardFinished(failed ? "failed" : "succeeded", elapsed);
-  metrics_.RowsFinished("succeeded", shard.row_count - rows_failed);
+  // A pipeline's rows that succeeded are its output rows.
+  metrics_.RowsFinished(
+      "succeeded",
+      is_pipeline()
+          ? (shard_failed ? 0 : static_cast<int64_t>(outcome.rows.size()))
+          : shard.row_count - rows_failed);
   metrics_.RowsFinished("failed", rows_failed);
   if (failed && first_error.code() != absl::StatusCode::kCancelled) {
     Log(LogLevel::kWarning, "shard failed",
@@ -297,23 +513,39 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
          {"error", std::string(first_error.message())}});
   }
 
-  std::vector<v1::JobEvent> group;
-  if (shard_failed) {
-    group.push_back(ShardErrorEvent(shard, shard.first_row, shard.row_count,
-                                    outcome.status, outcome.attempts));
-  } else {
-    AddResultEvents(shard, std::move(outcome.rows), group);
-    AddErrorEvents(shard, outcome.failed_rows, group);
-  }
-  if (group.empty()) {
-    // A shard with nothing to say still commits (a runner with no rows).
-    group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
-  }
   std::shared_ptr<EventLog> log;
   {
     absl::MutexLock lock(&mu_);
     tokens_generated_ += outcome.completion_tokens;
+    std::vector<v1::JobEvent> group;
+    if (shard_failed) {
+      group.push_back(ShardErrorEvent(shard, shard.first_row, shard.row_count,
+                                      outcome.status, outcome.attempts));
+      if (is_pipeline()) {
+        const PipelineSpec& pipeline = *spec_.pipeline;
+        const StageSpec& range = pipeline.stages[StageIndexLocked(shard.index)];
+        if (range.first_step < range.end_step) {
+          group.back().mutable_shard_error()->set_step(
+              pipeline.steps[range.first_step].name);
+        }
+      }
+    } else if (is_pipeline()) {
+      group = PipelineEventsLocked(shard, std::move(outcome));
+    } else {
+      AddResultEvents(shard, std::move(outcome.rows), group);
+      AddErrorEvents(shard, outcome.failed_rows, group);
+    }
+    if (group.empty()) {
+      // A shard with nothing to say still commits (a runner with no rows).
+      group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
+    }
     AppendGroupLocked(std::move(group));
+    const bool in_last_stage =
+        StageIndexLocked(shard.index) + 1 == static_cast<int>(stages_.size());
+    if (in_last_stage && --stage_uncommitted_ == 0 && is_pipeline() &&
+        !token_.IsCancelled()) {
+      BuildStagesLocked();
+    }
     AppendProgressIfDueLocked();
     log = log_;
   }
@@ -340,6 +572,8 @@ void Job::AppendProgressIfDueLocked() {
   progress->set_rows_per_second((tally_.rows_succeeded() - rows_at_run_start_) /
                                 seconds);
   progress->set_tokens_per_second(tokens_generated_ / seconds);
+  for (const v1::StepCounts& step : tally_.steps())
+    *progress->add_steps() = step;
   AppendLocked(std::move(event));
 }
 
@@ -373,6 +607,12 @@ void Job::MarkFinished() {
                     ? v1::JOB_STATE_CANCELLED
                     : v1::JOB_STATE_FAILED;
         reason = std::string(stop_reason.message());
+      } else if (tally_.shards_failed() > 0 && is_pipeline()) {
+        state = v1::JOB_STATE_FAILED;
+        reason = absl::StrCat(
+            tally_.rows_failed(), " rows failed at their steps (in ",
+            tally_.shards_failed(), " of ", committed_at_start_.size(),
+            " shards); see the shard_error events");
       } else if (tally_.shards_failed() > 0) {
         state = v1::JOB_STATE_FAILED;
         reason = absl::StrCat(tally_.rows_failed(), " of ", plan_.total_rows(),
@@ -397,6 +637,9 @@ void Job::MarkFinished() {
       finished.set_shards_failed(tally_.shards_failed());
       finished.set_elapsed_seconds(elapsed_seconds);
       finished.set_reason(reason);
+      for (const v1::StepCounts& step : tally_.steps()) {
+        *finished.add_steps() = step;
+      }
       v1::JobEvent event;
       *event.mutable_finished() = finished;
       AppendLocked(std::move(event));
@@ -441,7 +684,7 @@ v1::Job Job::Snapshot() const {
   job.set_backend(spec_.block.backend());
   *job.mutable_block() = spec_.block;
   job.set_total_rows(plan_.total_rows());
-  job.set_total_shards(plan_.shard_count());
+  job.set_total_shards(static_cast<int64_t>(committed_at_start_.size()));
   // A job that ended before this process started has its final counts in
   // its record, not in a tally.
   const bool final = record_.finished.state() != v1::JOB_STATE_UNSPECIFIED;

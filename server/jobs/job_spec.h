@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "sdg/v1/generation.pb.h"
 #include "server/jobs/dataset.h"
+#include "server/jobs/pipeline_spec.h"
 #include "server/jobs/prompt_template.h"
 
 namespace sdg {
@@ -19,9 +20,12 @@ namespace sdg {
 struct JobSpec {
   std::string job_id;
   // output_column, n and backend filled in: block.backend() names a backend
-  // this server has, which the shard runner resolves.
+  // this server has, which the shard runner resolves. A pipeline's job has
+  // only the backend of its first LLM step here (for logs and GetJob).
   v1::Block block;
   PromptTemplate prompt_template;
+  // Set when the job runs a pipeline instead of the block.
+  std::optional<PipelineSpec> pipeline;
   int batch_size = 0;
   int num_workers = 0;
   v1::ErrorPolicy error_policy = v1::ERROR_POLICY_CONTINUE;
@@ -37,6 +41,7 @@ struct ValidationLimits {
   int max_batch_size = 4096;
   int max_num_workers = 1024;
   int max_samples_per_row = 128;
+  int max_pipeline_steps = 64;
   // num_workers == 0 means min(32, cpus + 4), as Python's ThreadPoolExecutor.
   int default_num_workers = 8;
   size_t max_prompt_bytes = 1 << 20;

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "sdg/v1/generation.pb.h"
+#include "server/jobs/pipeline_rows.h"
 
 namespace sdg {
 
@@ -33,6 +34,11 @@ struct ShardOutcome {
   std::vector<RowFailure> failed_rows;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // Pipelines: `rows` are the rows that came out of the shard's stage (its
+  // last step, or the barrier), and these the rows that failed at a step,
+  // and each step's counts.
+  std::vector<PipelineRowFailure> failed_steps;
+  std::vector<v1::StepCounts> steps;
 };
 
 }  // namespace sdg

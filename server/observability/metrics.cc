@@ -117,6 +117,12 @@ Metrics::Metrics()
           BuildCounter()
               .Name("sdg_generation_tokens_total")
               .Help("Generated tokens the backends reported.")
+              .Register(*registry_)),
+      step_rows_total_(
+          BuildCounter()
+              .Name("sdg_step_rows_total")
+              .Help("Rows into, out of and failed at a pipeline's steps, by "
+                    "the step's position in its pipeline and its type.")
               .Register(*registry_)) {
   // Present from the first scrape, so rate() and alerts see zeros, not gaps.
   for (const char* state : {"succeeded", "failed", "cancelled", "suspended"}) {
@@ -157,6 +163,20 @@ void Metrics::ShardFinished(absl::string_view outcome, absl::Duration elapsed) {
 void Metrics::RowsFinished(absl::string_view outcome, int64_t count) {
   rows_total_.Add({{"outcome", std::string(outcome)}})
       .Increment(static_cast<double>(count));
+}
+
+void Metrics::StepRows(int step, absl::string_view type, int64_t in,
+                       int64_t out, int64_t failed) {
+  const std::string index = std::to_string(step);
+  for (const auto& [direction, count] :
+       {std::pair{"in", in}, std::pair{"out", out},
+        std::pair{"failed", failed}}) {
+    step_rows_total_
+        .Add({{"step", index},
+              {"type", std::string(type)},
+              {"direction", direction}})
+        .Increment(static_cast<double>(count));
+  }
 }
 
 Metrics::BackendSeries Metrics::ForBackend(const std::string& backend,

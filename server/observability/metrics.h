@@ -44,6 +44,11 @@ class Metrics {
   // `outcome` is succeeded or failed.
   void ShardFinished(absl::string_view outcome, absl::Duration elapsed);
   void RowsFinished(absl::string_view outcome, int64_t count);
+  // A pipeline step's rows in one shard. `step` is its index in the
+  // pipeline (bounded by --max_pipeline_steps), not its name, which callers
+  // choose: the label's values stay few.
+  void StepRows(int step, absl::string_view type, int64_t in, int64_t out,
+                int64_t failed);
 
   // Backends: the series of one backend, created (at zero) and looked up
   // once, so that a request touches no label maps but for its status code.
@@ -99,6 +104,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& backend_retries_total_;
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;
+  prometheus::Family<prometheus::Counter>& step_rows_total_;
 };
 
 }  // namespace sdg

@@ -131,7 +131,9 @@ void Scheduler::PromoteQueuedLocked() {
 Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     Job& job = *it->job;
-    if (it->next_shard >= job.plan().shard_count() ||
+    // A pipeline's next stage adds shards when the one before ends.
+    it->next_shard = job.NextShardToRun(it->next_shard);
+    if (it->next_shard >= job.shard_count() ||
         it->in_progress >= job.spec().num_workers ||
         job.token().IsCancelled()) {
       continue;
@@ -176,6 +178,26 @@ void Scheduler::OnJobCancelled(Job* job) {
   Finish(std::move(ended));
 }
 
+ShardOutcome Scheduler::RunShard(Job& job, const ShardSpec& shard) {
+  ShardOutcome outcome;
+  if (job.is_pipeline()) {
+    absl::StatusOr<std::vector<PipelineRow>> rows = job.ReadStageRows(shard);
+    if (!rows.ok()) {
+      outcome.status = rows.status();
+      return outcome;
+    }
+    return runner_.RunStage(job.spec(), shard, job.StageOf(shard),
+                            *std::move(rows), job.token());
+  }
+  absl::StatusOr<std::vector<google::protobuf::Struct>> rows =
+      job.ReadRows(shard);
+  if (!rows.ok()) {
+    outcome.status = rows.status();
+    return outcome;
+  }
+  return runner_.Run(job.spec(), shard, *std::move(rows), job.token());
+}
+
 void Scheduler::WorkerLoop() {
   while (true) {
     std::shared_ptr<Job> job;
@@ -189,7 +211,7 @@ void Scheduler::WorkerLoop() {
       }
       if (stopping_) return;
       job = entry->job;
-      shard = job->plan().Shard(entry->next_shard);
+      shard = job->Shard(entry->next_shard);
       entry->next_shard = job->NextShardToRun(entry->next_shard + 1);
       ++entry->started;
       ++entry->in_progress;
@@ -198,16 +220,11 @@ void Scheduler::WorkerLoop() {
     metrics_.ShardsQueued(-1);
     metrics_.WorkerBusy(1);
     absl::Time start = absl::Now();
-    ShardOutcome outcome;
-    absl::StatusOr<std::vector<google::protobuf::Struct>> rows =
-        job->ReadRows(shard);
-    if (rows.ok()) {
-      outcome = runner_.Run(job->spec(), shard, *std::move(rows), job->token());
-    } else {
-      outcome.status = rows.status();
-    }
-    job->ReportShard(shard, std::move(outcome), absl::Now() - start);
+    const int64_t shards_before = job->shard_count();
+    job->ReportShard(shard, RunShard(*job, shard), absl::Now() - start);
     metrics_.WorkerBusy(-1);
+    // The shard may have ended a pipeline's stage, and made the next.
+    const int64_t shards_added = job->shard_count() - shards_before;
 
     Ended ended;
     {
@@ -219,6 +236,10 @@ void Scheduler::WorkerLoop() {
           break;
         }
       }
+    }
+    if (shards_added > 0) {
+      metrics_.ShardsQueued(static_cast<double>(shards_added));
+      work_available_.SignalAll();
     }
     Finish(std::move(ended));
   }

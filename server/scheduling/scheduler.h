@@ -74,6 +74,8 @@ class Scheduler {
   };
 
   void WorkerLoop();
+  // Reads the shard's rows and runs them: a block's, or a pipeline stage's.
+  ShardOutcome RunShard(Job& job, const ShardSpec& shard);
   void OnJobCancelled(Job* job);
   EntryList::iterator FindDispatchableLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -1,6 +1,7 @@
 #include "server/scheduling/shard_runner.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -44,6 +45,25 @@ ShardOutcome Failed(absl::Status status, int attempts = 0) {
   return outcome;
 }
 
+// A row's prompt, or why it has none: a missing column, over
+// --max_prompt_bytes, or past the shard's budget (`shard_bytes` so far).
+absl::StatusOr<std::string> RenderPrompt(const JobSpec& spec,
+                                         const PromptTemplate& prompt_template,
+                                         const google::protobuf::Struct& row,
+                                         size_t& shard_bytes) {
+  absl::StatusOr<std::string> prompt =
+      prompt_template.Render(row, spec.max_prompt_bytes);
+  if (prompt.ok() &&
+      shard_bytes + prompt->size() > spec.max_shard_prompt_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the shard's prompts are longer than ", spec.max_shard_prompt_bytes,
+        " bytes (the server's --max_shard_prompt_bytes); use a smaller "
+        "batch_size"));
+  }
+  if (prompt.ok()) shard_bytes += prompt->size();
+  return prompt;
+}
+
 }  // namespace
 
 ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
@@ -51,59 +71,214 @@ ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
                                      std::vector<google::protobuf::Struct> rows,
                                      CancellationToken& token) {
   if (token.IsCancelled()) return Failed(token.reason());
-  auto backend = backends_.find(spec.block.backend());
-  if (backend == backends_.end()) {
-    // Validation admits only configured backends; this is a wiring bug.
-    return Failed(absl::InternalError(absl::StrCat(
-        "backend \"", spec.block.backend(), "\" is not configured")));
-  }
-  Prompts prompts = RenderPrompts(spec, shard, rows);
-  Requests requests;
-  std::vector<BackendReply> replies;
-  if (!prompts.texts.empty()) {
-    absl::StatusOr<Requests> built =
-        BuildRequests(spec, std::move(prompts.texts), *backend->second, token);
-    if (!built.ok()) return Failed(built.status());
-    requests = *std::move(built);
-    replies = SendAndWait(*backend->second, requests.path,
-                          std::exchange(requests.bodies, {}), token);
-  }
-  return BuildOutcome(spec, shard, std::move(rows), std::move(prompts),
-                      requests, std::move(replies), token);
-}
-
-BackendShardRunner::Prompts BackendShardRunner::RenderPrompts(
-    const JobSpec& spec, const ShardSpec& shard,
-    const std::vector<google::protobuf::Struct>& rows) const {
-  Prompts prompts;
-  prompts.texts.reserve(rows.size());
+  const v1::Block& block = spec.block;
+  ShardOutcome outcome;
+  // The rows that have a prompt, by their offset in the shard.
+  std::vector<std::string> prompts;
+  std::vector<size_t> prompted;
+  prompts.reserve(rows.size());
   size_t shard_bytes = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
-    const int64_t row_index = shard.first_row + static_cast<int64_t>(r);
     absl::StatusOr<std::string> prompt =
-        spec.prompt_template.Render(rows[r], spec.max_prompt_bytes);
-    if (prompt.ok() &&
-        shard_bytes + prompt->size() > spec.max_shard_prompt_bytes) {
-      prompt = absl::InvalidArgumentError(absl::StrCat(
-          "the shard's prompts are longer than ", spec.max_shard_prompt_bytes,
-          " bytes (the server's --max_shard_prompt_bytes); use a smaller "
-          "batch_size"));
-    }
+        RenderPrompt(spec, spec.prompt_template, rows[r], shard_bytes);
     if (!prompt.ok()) {
-      prompts.failed.push_back(RowFailure{row_index, prompt.status(), 0});
+      outcome.failed_rows.push_back(RowFailure{
+          shard.first_row + static_cast<int64_t>(r), prompt.status(), 0});
       continue;
     }
-    shard_bytes += prompt->size();
-    prompts.texts.push_back(*std::move(prompt));
-    prompts.rows.push_back(static_cast<int64_t>(r));
+    prompts.push_back(*std::move(prompt));
+    prompted.push_back(r);
   }
-  return prompts;
+  Generations generations;
+  if (!prompts.empty()) {
+    absl::StatusOr<Generations> generated =
+        Generate(block, std::move(prompts), token);
+    if (!generated.ok()) return Failed(generated.status());
+    generations = *std::move(generated);
+  }
+  outcome.prompt_tokens = generations.prompt_tokens;
+  outcome.completion_tokens = generations.completion_tokens;
+
+  const bool output_only =
+      spec.result_columns == v1::RESULT_COLUMNS_OUTPUT_ONLY;
+  const int n = block.n();
+  outcome.rows.reserve(prompted.size() * n);
+  for (size_t p = 0; p < prompted.size(); ++p) {
+    const int64_t row_index =
+        shard.first_row + static_cast<int64_t>(prompted[p]);
+    if (!generations.choices[p].ok()) {
+      outcome.failed_rows.push_back(RowFailure{
+          row_index, generations.choices[p].status(), generations.attempts[p]});
+      continue;
+    }
+    google::protobuf::Struct& input = rows[prompted[p]];
+    const std::vector<Choice>& choices = *generations.choices[p];
+    for (int s = 0; s < n; ++s) {
+      v1::ResultRow& row = outcome.rows.emplace_back();
+      row.set_row_index(row_index);
+      row.set_sample_index(s);
+      if (output_only) {
+        // Only the output column: the client joins it with its input.
+      } else if (s + 1 == n) {
+        // The last sample takes the row; the others copy it.
+        *row.mutable_columns() = std::move(input);
+      } else {
+        *row.mutable_columns() = input;
+      }
+      (*row.mutable_columns()->mutable_fields())[block.output_column()]
+          .set_string_value(choices[s].text);
+      row.set_finish_reason(choices[s].finish_reason);
+    }
+  }
+  std::sort(outcome.failed_rows.begin(), outcome.failed_rows.end(),
+            [](const RowFailure& a, const RowFailure& b) {
+              return a.row_index < b.row_index;
+            });
+  return outcome;
+}
+
+ShardOutcome BackendShardRunner::RunStage(const JobSpec& spec,
+                                          const ShardSpec& shard, int stage,
+                                          std::vector<PipelineRow> rows,
+                                          CancellationToken& token) {
+  if (token.IsCancelled()) return Failed(token.reason());
+  const PipelineSpec& pipeline = *spec.pipeline;
+  const StageSpec& range = pipeline.stages[stage];
+  ShardOutcome outcome;
+  for (int i = range.first_step; i < range.end_step; ++i) {
+    const StepSpec& step = pipeline.steps[i];
+    v1::StepCounts& counts = outcome.steps.emplace_back();
+    counts.set_step(step.name);
+    counts.set_rows_in(static_cast<int64_t>(rows.size()));
+    StepOutput out;
+    if (step.llm() != nullptr) {
+      absl::StatusOr<StepOutput> generated =
+          RunLlmStep(spec, step, std::move(rows), outcome, token);
+      if (!generated.ok()) return Failed(generated.status());
+      out = *std::move(generated);
+    } else {
+      out = ApplyColumnStep(step, std::move(rows));
+    }
+    if (i + 1 == range.end_step && !pipeline.IsLastStage(stage)) {
+      // The barrier needs every row's drop_duplicates key.
+      std::vector<PipelineRowFailure> keyless =
+          TakeRowsWithoutKey(step, out.rows);
+      std::move(keyless.begin(), keyless.end(), std::back_inserter(out.failed));
+    }
+    counts.set_rows_out(static_cast<int64_t>(out.rows.size()));
+    counts.set_rows_failed(static_cast<int64_t>(out.failed.size()));
+    metrics_.StepRows(step.index, step.type_name(), counts.rows_in(),
+                      counts.rows_out(), counts.rows_failed());
+    std::move(out.failed.begin(), out.failed.end(),
+              std::back_inserter(outcome.failed_steps));
+    rows = std::move(out.rows);
+  }
+  outcome.rows = std::move(rows);
+  return outcome;
+}
+
+absl::StatusOr<StepOutput> BackendShardRunner::RunLlmStep(
+    const JobSpec& spec, const StepSpec& step, std::vector<PipelineRow> rows,
+    ShardOutcome& outcome, CancellationToken& token) const {
+  const LlmStepSpec& llm = *step.llm();
+  PrepareLlmRows(llm, rows);
+  std::vector<absl::StatusOr<std::vector<std::string>>> texts(
+      rows.size(), std::vector<std::string>{});
+  std::vector<int> attempts(rows.size(), 0);
+  std::vector<std::string> prompts;
+  std::vector<size_t> prompted;
+  size_t shard_bytes = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    absl::StatusOr<std::string> prompt =
+        RenderPrompt(spec, llm.prompt_template, rows[r].columns(), shard_bytes);
+    if (!prompt.ok()) {
+      texts[r] = prompt.status();
+      continue;
+    }
+    // LLMBlock strips the rendered prompt.
+    prompts.emplace_back(PythonStrip(*prompt));
+    prompted.push_back(r);
+  }
+  if (!prompts.empty()) {
+    absl::StatusOr<Generations> generated =
+        Generate(llm.block, std::move(prompts), token);
+    if (!generated.ok()) return generated.status();
+    outcome.prompt_tokens += generated->prompt_tokens;
+    outcome.completion_tokens += generated->completion_tokens;
+    for (size_t p = 0; p < prompted.size(); ++p) {
+      const size_t r = prompted[p];
+      attempts[r] = generated->attempts[p];
+      if (!generated->choices[p].ok()) {
+        texts[r] = generated->choices[p].status();
+        continue;
+      }
+      std::vector<std::string>& row_texts = *texts[r];
+      for (Choice& choice : *generated->choices[p]) {
+        row_texts.push_back(std::move(choice.text));
+      }
+    }
+  }
+  return ExpandGenerations(step, std::move(rows), std::move(texts), attempts);
+}
+
+absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::Generate(
+    const v1::Block& block, std::vector<std::string> prompts,
+    CancellationToken& token) const {
+  auto found = backends_.find(block.backend());
+  if (found == backends_.end()) {
+    // Validation admits only configured backends; this is a wiring bug.
+    return absl::InternalError(
+        absl::StrCat("backend \"", block.backend(), "\" is not configured"));
+  }
+  Backend& backend = *found->second;
+  const size_t prompt_count = prompts.size();
+  absl::StatusOr<Requests> requests =
+      BuildRequests(block, std::move(prompts), backend, token);
+  if (!requests.ok()) return requests.status();
+  std::vector<BackendReply> replies = SendAndWait(
+      backend, requests->path, std::exchange(requests->bodies, {}), token);
+  // A stopped job reports its own reason, not its aborted requests'.
+  if (token.IsCancelled()) return token.reason();
+
+  const bool chat = block.api() == v1::API_CHAT;
+  const int n = block.n();
+  Generations generations;
+  generations.choices.resize(prompt_count, std::vector<Choice>{});
+  generations.attempts.resize(prompt_count, 0);
+  for (size_t q = 0; q < replies.size(); ++q) {
+    BackendReply& reply = replies[q];
+    // The prompts this request carried.
+    const size_t first = requests->batched ? 0 : q;
+    const size_t count = requests->batched ? prompt_count : 1;
+    absl::StatusOr<Completion> completion =
+        !reply.status.ok() ? absl::StatusOr<Completion>(reply.status)
+        : chat             ? ParseChatReply(reply.body, n)
+               : ParseCompletionsReply(reply.body, n * static_cast<int>(count));
+    for (size_t p = first; p < first + count; ++p) {
+      generations.attempts[p] = reply.attempts;
+    }
+    if (!completion.ok()) {
+      for (size_t p = first; p < first + count; ++p) {
+        generations.choices[p] = completion.status();
+      }
+      continue;
+    }
+    generations.prompt_tokens += completion->prompt_tokens;
+    generations.completion_tokens += completion->completion_tokens;
+    for (size_t p = first; p < first + count; ++p) {
+      auto begin = completion->choices.begin() + (p - first) * n;
+      generations.choices[p] = std::vector<Choice>(
+          std::make_move_iterator(begin), std::make_move_iterator(begin + n));
+    }
+  }
+  metrics_.BackendTokens(block.backend(), generations.prompt_tokens,
+                         generations.completion_tokens);
+  return generations;
 }
 
 absl::StatusOr<BackendShardRunner::Requests> BackendShardRunner::BuildRequests(
-    const JobSpec& spec, std::vector<std::string> prompts, Backend& backend,
+    const v1::Block& block, std::vector<std::string> prompts, Backend& backend,
     CancellationToken& token) const {
-  const v1::Block& block = spec.block;
   const bool chat = block.api() == v1::API_CHAT;
   Requests requests;
   requests.path = chat ? kChatCompletionsPath : kCompletionsPath;
@@ -140,81 +315,6 @@ std::vector<BackendReply> BackendShardRunner::SendAndWait(
     for (Backend::CallId call : calls) backend.Cancel(call);
   });
   return collector.AwaitAll();
-}
-
-ShardOutcome BackendShardRunner::BuildOutcome(
-    const JobSpec& spec, const ShardSpec& shard,
-    std::vector<google::protobuf::Struct> rows, Prompts prompts,
-    const Requests& requests, std::vector<BackendReply> replies,
-    CancellationToken& token) const {
-  // A stopped job reports its own reason, not its aborted requests'.
-  if (token.IsCancelled()) return Failed(token.reason());
-  const v1::Block& block = spec.block;
-  const bool chat = block.api() == v1::API_CHAT;
-  const bool output_only =
-      spec.result_columns == v1::RESULT_COLUMNS_OUTPUT_ONLY;
-  const int n = block.n();
-  const int prompted = static_cast<int>(prompts.rows.size());
-  ShardOutcome outcome;
-  // Each prompted row's choices, or its failure, by its place in prompts.
-  std::vector<const Choice*> first_choice(prompted, nullptr);
-  std::vector<Completion> completions(replies.size());
-  for (size_t q = 0; q < replies.size(); ++q) {
-    BackendReply& reply = replies[q];
-    // The prompted rows this request carried.
-    const int first = requests.batched ? 0 : static_cast<int>(q);
-    const int count = requests.batched ? prompted : 1;
-    absl::StatusOr<Completion> completion =
-        !reply.status.ok() ? absl::StatusOr<Completion>(reply.status)
-        : chat             ? ParseChatReply(reply.body, n)
-                           : ParseCompletionsReply(reply.body, n * count);
-    if (!completion.ok()) {
-      for (int p = first; p < first + count; ++p) {
-        prompts.failed.push_back(RowFailure{shard.first_row + prompts.rows[p],
-                                            completion.status(),
-                                            reply.attempts});
-      }
-      continue;
-    }
-    outcome.prompt_tokens += completion->prompt_tokens;
-    outcome.completion_tokens += completion->completion_tokens;
-    completions[q] = *std::move(completion);
-    for (int p = first; p < first + count; ++p) {
-      first_choice[p] = &completions[q].choices[(p - first) * n];
-    }
-  }
-  metrics_.BackendTokens(block.backend(), outcome.prompt_tokens,
-                         outcome.completion_tokens);
-
-  outcome.rows.reserve(static_cast<size_t>(prompted) * n);
-  for (int p = 0; p < prompted; ++p) {
-    if (first_choice[p] == nullptr) continue;
-    const int64_t r = prompts.rows[p];
-    google::protobuf::Struct& input = rows[r];
-    for (int s = 0; s < n; ++s) {
-      const Choice& choice = first_choice[p][s];
-      v1::ResultRow& row = outcome.rows.emplace_back();
-      row.set_row_index(shard.first_row + r);
-      row.set_sample_index(s);
-      if (output_only) {
-        // Only the output column: the client joins it with its input.
-      } else if (s + 1 == n) {
-        // The last sample takes the row; the others copy it.
-        *row.mutable_columns() = std::move(input);
-      } else {
-        *row.mutable_columns() = input;
-      }
-      (*row.mutable_columns()->mutable_fields())[block.output_column()]
-          .set_string_value(choice.text);
-      row.set_finish_reason(choice.finish_reason);
-    }
-  }
-  std::sort(prompts.failed.begin(), prompts.failed.end(),
-            [](const RowFailure& a, const RowFailure& b) {
-              return a.row_index < b.row_index;
-            });
-  outcome.failed_rows = std::move(prompts.failed);
-  return outcome;
 }
 
 }  // namespace sdg

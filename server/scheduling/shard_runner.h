@@ -1,7 +1,9 @@
 // Runs one shard of a job. BackendShardRunner is the real one: it renders the
 // shard's prompts, sends them to the backend the job's block names (one
 // request per row, or one per shard where the backend batches), waits for the
-// replies or the job's cancellation, and turns them into result rows.
+// replies or the job's cancellation, and turns them into result rows. For a
+// pipeline it runs the shard's rows through every step of their stage, the
+// LLM steps through the same path.
 #ifndef SDG_SERVER_SCHEDULING_SHARD_RUNNER_H_
 #define SDG_SERVER_SCHEDULING_SHARD_RUNNER_H_
 
@@ -12,7 +14,9 @@
 #include "absl/status/statusor.h"
 #include "base/cancellation_token.h"
 #include "server/backend/backend.h"
+#include "server/backend/openai_protocol.h"
 #include "server/jobs/job_spec.h"
+#include "server/jobs/pipeline_rows.h"
 #include "server/jobs/shard_outcome.h"
 #include "server/jobs/shard_plan.h"
 #include "server/observability/metrics.h"
@@ -28,6 +32,11 @@ class ShardRunner {
   virtual ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
                            std::vector<google::protobuf::Struct> rows,
                            CancellationToken& token) = 0;
+  // A pipeline's shard: `rows` through the steps of `stage` (the outcome's
+  // rows are the stage's output; failed_steps the rows that failed).
+  virtual ShardOutcome RunStage(const JobSpec& spec, const ShardSpec& shard,
+                                int stage, std::vector<PipelineRow> rows,
+                                CancellationToken& token) = 0;
 };
 
 class BackendShardRunner final : public ShardRunner {
@@ -43,14 +52,17 @@ class BackendShardRunner final : public ShardRunner {
   ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
                    std::vector<google::protobuf::Struct> rows,
                    CancellationToken& token) override;
+  ShardOutcome RunStage(const JobSpec& spec, const ShardSpec& shard, int stage,
+                        std::vector<PipelineRow> rows,
+                        CancellationToken& token) override;
 
  private:
-  // The shard's prompts: one per row, or why the row has none (a missing
-  // column, over --max_prompt_bytes or past the shard's budget).
-  struct Prompts {
-    std::vector<std::string> texts;  // of the rows that have one
-    std::vector<int64_t> rows;       // their offsets in the shard
-    std::vector<RowFailure> failed;  // the others
+  // What a prompt's request gave: its n choices, or why it has none.
+  struct Generations {
+    std::vector<absl::StatusOr<std::vector<Choice>>> choices;  // per prompt
+    std::vector<int> attempts;                                 // per prompt
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;
   };
   // The shard's requests, before they are sent.
   struct Requests {
@@ -59,10 +71,13 @@ class BackendShardRunner final : public ShardRunner {
     bool batched = false;  // one body holding every prompt of the shard
   };
 
-  Prompts RenderPrompts(
-      const JobSpec& spec, const ShardSpec& shard,
-      const std::vector<google::protobuf::Struct>& rows) const;
-  absl::StatusOr<Requests> BuildRequests(const JobSpec& spec,
+  // Sends `prompts` with `block` (one request each, or one for all where the
+  // backend batches) and waits for every reply. Fails as a whole only when
+  // the job is stopped.
+  absl::StatusOr<Generations> Generate(const v1::Block& block,
+                                       std::vector<std::string> prompts,
+                                       CancellationToken& token) const;
+  absl::StatusOr<Requests> BuildRequests(const v1::Block& block,
                                          std::vector<std::string> prompts,
                                          Backend& backend,
                                          CancellationToken& token) const;
@@ -72,13 +87,12 @@ class BackendShardRunner final : public ShardRunner {
                                         absl::string_view path,
                                         std::vector<std::string> bodies,
                                         CancellationToken& token) const;
-  // Parses the replies into result rows. A failed request fails its rows:
-  // the one row of an unbatched request, every prompted row of a batch.
-  ShardOutcome BuildOutcome(const JobSpec& spec, const ShardSpec& shard,
-                            std::vector<google::protobuf::Struct> rows,
-                            Prompts prompts, const Requests& requests,
-                            std::vector<BackendReply> replies,
-                            CancellationToken& token) const;
+  // One LLM step of a pipeline over `rows`.
+  absl::StatusOr<StepOutput> RunLlmStep(const JobSpec& spec,
+                                        const StepSpec& step,
+                                        std::vector<PipelineRow> rows,
+                                        ShardOutcome& outcome,
+                                        CancellationToken& token) const;
 
   const Backends backends_;
   Metrics& metrics_;

@@ -48,6 +48,15 @@ class GatedRunner final : public ShardRunner {
     return outcome;
   }
 
+  // Passes the rows through, held by the same gate.
+  ShardOutcome RunStage(const JobSpec& spec, const ShardSpec& shard, int stage,
+                        std::vector<PipelineRow> rows,
+                        CancellationToken& token) override {
+    ShardOutcome outcome = Run(spec, shard, {}, token);
+    if (outcome.status.ok()) outcome.rows = std::move(rows);
+    return outcome;
+  }
+
   void Open() {
     absl::MutexLock lock(&mu_);
     open_ = true;
