@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "client/grpc_status.h"
 #include "client/ordered_output.h"
+#include "client/pipeline_output.h"
 #include "google/protobuf/util/json_util.h"
 #include "sdg/v1/block_defaults.h"
 
@@ -136,11 +137,26 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
   }
   OrderedOutput ordered(job.total_rows(), v1::OutputColumnOf(job.block()),
                         v1::SamplesPerRowOf(job.block()), output, errors);
+  // A pipeline's rows are written in their order once all have come.
+  PipelineOutput pipelined(output, errors);
+  const bool pipeline = job.pipeline_steps() > 0;
   absl::StatusOr<FollowResult> followed = FollowJob(
       channel, job_id, 0, follow,
       [&](const v1::JobEvent& event) {
-        if (event.has_shard_result()) ordered.AddResult(event.shard_result());
-        if (event.has_shard_error()) ordered.AddError(event.shard_error());
+        if (event.has_shard_result()) {
+          if (pipeline) {
+            pipelined.AddResult(event.shard_result());
+          } else {
+            ordered.AddResult(event.shard_result());
+          }
+        }
+        if (event.has_shard_error()) {
+          if (pipeline) {
+            pipelined.AddError(event.shard_error());
+          } else {
+            ordered.AddError(event.shard_error());
+          }
+        }
         return absl::OkStatus();
       },
       log);
@@ -150,7 +166,17 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
           ? absl::StrCat("not generated: job ended ",
                          StateName(followed->finished->state()))
           : absl::StrCat("not generated: ", followed->status.error_message());
-  ordered.FinishMissing(reason);
+  int64_t lines_written = 0;
+  int64_t rows_failed = 0;
+  if (pipeline) {
+    pipelined.Finish();
+    lines_written = pipelined.lines_written();
+    rows_failed = pipelined.rows_failed();
+  } else {
+    ordered.FinishMissing(reason);
+    lines_written = ordered.lines_written();
+    rows_failed = ordered.rows_failed();
+  }
   output.close();
   errors.close();
   if (!output || !errors) {
@@ -161,11 +187,11 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
       "job %s %s: %d lines -> %s, %d failed rows -> %s\n", job_id,
       followed->finished.has_value() ? StateName(followed->finished->state())
                                      : "(unfinished)",
-      ordered.lines_written(), output_path, ordered.rows_failed(), errors_path);
+      lines_written, output_path, rows_failed, errors_path);
   if (!followed->finished.has_value()) return FromGrpcStatus(followed->status);
-  if (ordered.rows_failed() > 0) {
+  if (rows_failed > 0) {
     return absl::AbortedError(absl::StrCat(
-        ordered.rows_failed(), " rows were not generated; see ", errors_path));
+        rows_failed, " rows were not generated; see ", errors_path));
   }
   return absl::OkStatus();
 }

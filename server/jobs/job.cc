@@ -702,6 +702,9 @@ v1::Job Job::Snapshot() const {
   job.set_reason(record_.reason);
   job.set_resumed(record_.resumed);
   job.set_last_sequence(tally_.last_sequence());
+  if (is_pipeline()) {
+    job.set_pipeline_steps(static_cast<int32_t>(spec_.pipeline->steps.size()));
+  }
   return job;
 }
 

@@ -1,0 +1,227 @@
+// Pipelines end to end: InstructLab pipeline files run by `sdgctl generate
+// --pipeline` against sdgd and llmsim (canned replies) as processes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/e2e/stack_test.h"
+#include "tests/testing/eventually.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+
+const std::string kKnowledge =
+    std::string(SDG_SOURCE_DIR) + "/examples/pipelines/knowledge";
+
+std::vector<json> JsonLines(const std::string& text) {
+  std::vector<json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(json::parse(line));
+  }
+  return lines;
+}
+
+class PipelineTest : public StackTest {
+ protected:
+  void StartWithReplies(const std::string& replies,
+                        std::vector<std::string> llmsim_args = {}) {
+    llmsim_args.push_back("--replies=" + replies);
+    StackOptions options;
+    options.llmsim_args = std::move(llmsim_args);
+    Start(options);
+  }
+  std::string Out() const { return stack_->dir() + "/out.jsonl"; }
+};
+
+// The example shaped like InstructLab's full/knowledge.yaml: the rows and
+// their order are those worked out by hand from InstructLab's semantics for
+// these replies (expected.jsonl): the flatten is variable-major, so the
+// spell-checked documents' questions come first and the raw document's
+// repeated question is the one drop_duplicates removes; the judges' NO and
+// score 1 filter two more rows. The same with one row per shard, many in
+// parallel.
+TEST_F(PipelineTest, KnowledgePipelineGivesInstructLabsRowsInOrder) {
+  StartWithReplies(kKnowledge + "/replies.jsonl");
+  const std::string expected = ReadFile(kKnowledge + "/expected.jsonl");
+  for (const std::vector<std::string>& shape :
+       {std::vector<std::string>{}, {"--batch_size=1", "--num_workers=8"}}) {
+    std::vector<std::string> args = {
+        "generate", "--pipeline=" + kKnowledge + "/pipeline.yaml",
+        "--input=" + kKnowledge + "/documents.jsonl", "--output=" + Out()};
+    args.insert(args.end(), shape.begin(), shape.end());
+    CommandResult result = stack_->Sdgctl(args);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(ReadFile(Out()), expected);
+    EXPECT_EQ(ReadFile(Out() + ".errors.jsonl"), "");
+    EXPECT_THAT(result.err, HasSubstr("JOB_STATE_SUCCEEDED: 2 seed rows -> " +
+                                      Out() + " (2 rows), 0 rows failed"));
+    EXPECT_THAT(result.err, HasSubstr("warning: " + kKnowledge +
+                                      "/pipeline.yaml: datamixing is not run"));
+  }
+}
+
+// A step whose requests fail (the model does not exist) sends each of its
+// rows to the errors file with the step's name; the steps before it ran.
+TEST_F(PipelineTest, AFailingStepSendsItsRowsToTheErrorsFile) {
+  Start();
+  const std::string dir = stack_->dir();
+  WriteFile(dir + "/seeds.jsonl",
+            "{\"topic\": \"moons\"}\n{\"topic\": \"rivers\"}\n");
+  WriteFile(dir + "/ask.yaml", "generation: \"Ask about {{topic}}.\"\n");
+  WriteFile(dir + "/judge.yaml", "generation: \"Judge {{question}}.\"\n");
+  WriteFile(dir + "/pipeline.yaml", R"(version: "1.0"
+blocks:
+  - name: ask
+    type: LLMBlock
+    config:
+      config_path: ask.yaml
+      output_cols: [question]
+  - name: judge
+    type: LLMBlock
+    config:
+      config_path: judge.yaml
+      output_cols: [verdict]
+      gen_kwargs:
+        model: no-such-model
+)");
+  CommandResult result =
+      stack_->Sdgctl({"generate", "--pipeline=" + dir + "/pipeline.yaml",
+                      "--input=" + dir + "/seeds.jsonl", "--output=" + Out()});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_EQ(ReadFile(Out()), "");
+  std::vector<json> errors = JsonLines(ReadFile(Out() + ".errors.jsonl"));
+  ASSERT_EQ(errors.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(errors[i]["row_index"], i);
+    EXPECT_EQ(errors[i]["step"], "judge");
+    EXPECT_EQ(errors[i]["code"], "NOT_FOUND");
+    EXPECT_THAT(errors[i]["message"].get<std::string>(),
+                HasSubstr("no-such-model"));
+  }
+  EXPECT_THAT(result.err, HasSubstr("JOB_STATE_FAILED"));
+  EXPECT_THAT(result.err, HasSubstr("2 rows failed at their steps"));
+}
+
+// A bad pipeline file is refused before anything is sent, naming the file,
+// the block and the key.
+TEST_F(PipelineTest, AnUnknownBlockTypeIsRefusedNamingTheBlock) {
+  Start();
+  const std::string dir = stack_->dir();
+  WriteFile(dir + "/seeds.jsonl", "{\"topic\": \"moons\"}\n");
+  WriteFile(dir + "/pipeline.yaml", R"(version: "1.0"
+blocks:
+  - name: pick
+    type: SelectorBlock
+    config:
+      choice_map: {}
+)");
+  CommandResult result =
+      stack_->Sdgctl({"generate", "--pipeline=" + dir + "/pipeline.yaml",
+                      "--input=" + dir + "/seeds.jsonl", "--output=" + Out()});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err,
+              HasSubstr(dir + "/pipeline.yaml: block 0 (pick): type: unknown "
+                              "or unsupported block type \"SelectorBlock\""));
+  CommandResult jobs = stack_->Sdgctl({"jobs"});
+  EXPECT_THAT(jobs.out, ::testing::Not(HasSubstr("sdgctl-")));
+}
+
+// Cancelling a job while its second step's request hangs ends it CANCELLED
+// at once: the hung request is aborted, and what the first step did is not
+// reported as output.
+TEST_F(PipelineTest, CancellingMidPipelineEndsTheJobCancelled) {
+  // The first request (step "ask") is answered; the second (step "judge")
+  // never is.
+  StackOptions options;
+  options.llmsim_args = {"--fault_script=ok,hang"};
+  Start(options);
+  const std::string dir = stack_->dir();
+  WriteFile(dir + "/seeds.jsonl", "{\"topic\": \"moons\"}\n");
+  WriteFile(dir + "/ask.yaml", "generation: \"Ask about {{topic}}.\"\n");
+  WriteFile(dir + "/judge.yaml", "generation: \"Judge {{question}}.\"\n");
+  WriteFile(dir + "/pipeline.yaml", R"(version: "1.0"
+blocks:
+  - name: ask
+    type: LLMBlock
+    config:
+      config_path: ask.yaml
+      output_cols: [question]
+  - name: judge
+    type: LLMBlock
+    config:
+      config_path: judge.yaml
+      output_cols: [verdict]
+)");
+  CommandResult submitted =
+      stack_->Sdgctl({"submit", "--pipeline=" + dir + "/pipeline.yaml",
+                      "--input=" + dir + "/seeds.jsonl", "--job_id=mid"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  ASSERT_TRUE(Eventually([&] {
+    return json::parse(stack_->LlmsimStats())["hung"].get<int64_t>() == 1;
+  }));
+  CommandResult cancelled = stack_->Sdgctl({"cancel", "mid"});
+  ASSERT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  CommandResult watched = stack_->Sdgctl({"watch", "mid"});
+  EXPECT_THAT(watched.err, HasSubstr("JOB_STATE_CANCELLED"));
+  EXPECT_TRUE(Eventually([&] {
+    return json::parse(stack_->LlmsimStats())["in_flight"].get<int64_t>() == 0;
+  }));
+  CommandResult output = stack_->Sdgctl({"output", "mid", "-o", Out()});
+  EXPECT_EQ(ReadFile(Out()), "");
+  std::vector<json> errors = JsonLines(ReadFile(Out() + ".errors.jsonl"));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]["code"], "CANCELLED");
+  EXPECT_EQ(errors[0]["step"], "ask");
+}
+
+// sdgd killed once the first stage (up to gen_knowledge's drop_duplicates)
+// is committed and the first judge's request hangs: the new sdgd rebuilds
+// the second stage from the rows the log holds, asks only the judges again,
+// and sdgctl, following through the restart, writes the same rows.
+TEST_F(PipelineTest, AJobKilledPastItsBarrierResumesFromTheCommittedRows) {
+  // llmsim batches (vLLM mode): one request per step for the job's one
+  // shard of 2 documents. Requests 1 and 2 are the first stage's; the
+  // third, the first judge's, hangs.
+  StartWithReplies(kKnowledge + "/replies.jsonl",
+                   {"--fault_script=ok,ok,hang"});
+  auto client = stack_->StartSdgctl(
+      {"generate", "--pipeline=" + kKnowledge + "/pipeline.yaml",
+       "--input=" + kKnowledge + "/documents.jsonl", "--output=" + Out(),
+       "--job_id=knowledge"},
+      stack_->dir() + "/generate.stderr");
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(Eventually([&] {
+    return json::parse(stack_->LlmsimStats())["hung"].get<int64_t>() == 1;
+  }));
+  int64_t prompts_before = -1;
+  absl::StatusOr<int> killed = stack_->RestartSdgd(SIGKILL, [&] {
+    json stats;
+    if (Eventually([&] {
+          stats = json::parse(stack_->LlmsimStats());
+          return stats["in_flight"].get<int64_t>() == 0;
+        })) {
+      prompts_before = stats["prompts"].get<int64_t>();
+    }
+  });
+  ASSERT_TRUE(killed.ok()) << killed.status();
+  EXPECT_EQ((*client)->Wait(), 0)
+      << ReadFile(stack_->dir() + "/generate.stderr");
+  EXPECT_EQ(ReadFile(Out()), ReadFile(kKnowledge + "/expected.jsonl"));
+  EXPECT_THAT(stack_->SdgdLog(), HasSubstr("\"msg\":\"pipeline stage ready\""));
+  // Before: spellcheck's 2 prompts and gen_knowledge's 4. After: the
+  // judges' 4, 3 and 2 (each filter keeps fewer), and nothing else.
+  EXPECT_EQ(prompts_before, 2 + 4);
+  EXPECT_EQ(json::parse(stack_->LlmsimStats())["prompts"].get<int64_t>() -
+                prompts_before,
+            4 + 3 + 2);
+}
+
+}  // namespace
+}  // namespace sdg::testing
