@@ -231,10 +231,7 @@ std::vector<PipelineRowFailure> TakeRowsWithoutKey(
     absl::StatusOr<std::string> key =
         DuplicateKey(step.drop_duplicates, row.columns());
     if (!key.ok()) {
-      failed.push_back(
-          FailureOf(step, row,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "drop_duplicates: ", key.status().message()))));
+      failed.push_back(FailureOf(step, row, key.status()));
       continue;
     }
     kept.push_back(std::move(row));

@@ -223,3 +223,128 @@ TEST_F(ValidateRequestTest, EchoedCallerTextIsCutShort) {
 
 }  // namespace
 }  // namespace sdg
+
+namespace sdg {
+namespace {
+
+class ValidatePipelineTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<JobSpec> Validate(const std::string& steps_json,
+                                   int num_instructions = 0) {
+    v1::GenerateJobRequest request;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
+                    R"({"pipeline": {"steps": )" + steps_json + "}}", &request)
+                    .ok());
+    request.set_num_instructions_to_generate(num_instructions);
+    return ValidateRequest(request, {"sim", "other"}, ValidationLimits{});
+  }
+  std::string Error(const std::string& steps_json, int num_instructions = 0) {
+    absl::StatusOr<JobSpec> spec = Validate(steps_json, num_instructions);
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(spec.status().message());
+  }
+
+  static constexpr char kLlm[] =
+      R"({"name": "gen", "llm": {"block": {"model": "m",
+          "prompt_template": "{{x}}"}, "output_columns": ["q"]}})";
+};
+
+TEST_F(ValidatePipelineTest, StagesEndAtDropDuplicates) {
+  absl::StatusOr<JobSpec> spec = Validate(
+      R"([{"name": "a", "duplicate_columns": {"columns_map": [{"from": "x", "to": "y"}]}},
+          {"name": "b", "rename_columns": {"columns_map": [{"from": "y", "to": "z"}]},
+           "drop_duplicates": ["z"]},
+          {"name": "c", "combine_columns": {"columns": ["x", "z"], "output_column": "xz"}}])");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->pipeline->stages.size(), 2u);
+  EXPECT_EQ(spec->pipeline->stages[0].end_step, 2);
+  EXPECT_EQ(spec->pipeline->stages[1].first_step, 2);
+  EXPECT_EQ(spec->pipeline->stages[1].end_step, 3);
+  EXPECT_EQ(spec->pipeline->BarrierStep(0).name, "b");
+  // CombineColumnsBlock's separator when none is given.
+  EXPECT_EQ(std::get<CombineStepSpec>(spec->pipeline->steps[2].kind).separator,
+            "\n\n");
+}
+
+TEST_F(ValidatePipelineTest,
+       ALastStepWithDropDuplicatesIsFollowedByAnEmptyStage) {
+  absl::StatusOr<JobSpec> spec = Validate(
+      R"([{"name": "a", "duplicate_columns": {"columns_map": [{"from": "x", "to": "y"}]},
+           "drop_duplicates": ["y"]}])");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->pipeline->stages.size(), 2u);
+  EXPECT_EQ(spec->pipeline->stages[1].first_step, 1);
+  EXPECT_EQ(spec->pipeline->stages[1].end_step, 1);
+}
+
+TEST_F(ValidatePipelineTest, PromptPartsAreJoinedAsLlmBlockJoinsThem) {
+  absl::StatusOr<JobSpec> spec = Validate(
+      R"([{"name": "gen", "llm": {"block": {"model": "m"}, "output_columns": ["q"],
+           "prompt": {"system": "S {{a}}", "principles": "P", "generation": "G {{b}}"}}}])");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  google::protobuf::Struct row;
+  (*row.mutable_fields())["a"].set_string_value("1");
+  (*row.mutable_fields())["b"].set_string_value("2");
+  EXPECT_EQ(*spec->pipeline->steps[0].llm()->prompt_template.Render(row),
+            "S 1\n\nP\n\nG 2");
+}
+
+TEST_F(ValidatePipelineTest, ScaledNTakesNumInstructionsToGenerate) {
+  const std::string scaled =
+      R"([{"name": "gen", "llm": {"block": {"model": "m", "prompt_template": "{{x}}"},
+           "output_columns": ["q"], "scaled_n": true}}])";
+  absl::StatusOr<JobSpec> spec = Validate(scaled, 5);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->pipeline->steps[0].llm()->block.n(), 5);
+  EXPECT_THAT(Error(scaled, 0),
+              HasSubstr("num_instructions_to_generate: must be between 1 and "
+                        "128 for pipeline.steps[0] (\"gen\").llm.scaled_n"));
+}
+
+TEST_F(ValidatePipelineTest, ErrorsNameTheStepAndTheField) {
+  EXPECT_THAT(Error(R"([{"name": "gen", "llm": {"block": {"model": "m",
+                  "prompt_template": "{{x}}"}, "output_columns": ["q", "a"],
+                  "pattern": {"pattern": "(?<=x"}}}])"),
+              HasSubstr("pipeline.steps[0] (\"gen\").llm.pattern: "));
+  EXPECT_THAT(
+      Error(R"([{"name": "gen", "llm": {"block": {"model": "m",
+                  "prompt_template": "{{x}}", "backend": "nope"},
+                  "output_columns": ["q"]}}])"),
+      HasSubstr("pipeline.steps[0] (\"gen\").llm.block.backend: "
+                "unknown backend \"nope\"; this server has: other, sim"));
+  EXPECT_THAT(Error(R"([{"name": "gen", "llm": {"block": {"model": "m",
+                  "prompt_template": "{{x}}", "temperature": -1},
+                  "output_columns": ["q"]}}])"),
+              HasSubstr("pipeline.steps[0] (\"gen\").llm.block.temperature"));
+  EXPECT_THAT(Error(R"([{"name": "f", "filter_by_value": {"column": "c",
+                  "values": ["x"], "operation": "startswith"}}])"),
+              HasSubstr("pipeline.steps[0] (\"f\").filter_by_value.operation"));
+  EXPECT_THAT(Error(R"([{"name": "f", "filter_by_value": {"column": "c",
+                  "values": ["two"], "operation": "eq", "convert_dtype": "int"}}])"),
+              HasSubstr("pipeline.steps[0] (\"f\").filter_by_value.values"));
+  EXPECT_THAT(
+      Error(R"([{"name": "x"}])"),
+      HasSubstr("pipeline.steps[0]: must be one of llm, filter_by_value"));
+  EXPECT_THAT(
+      Error(std::string("[") + kLlm + "," + kLlm + "]"),
+      HasSubstr("pipeline.steps[1].name: \"gen\" names an earlier step"));
+  EXPECT_THAT(Error("[]"), HasSubstr("pipeline.steps: must not be empty"));
+  EXPECT_THAT(Error(R"([{"name": "gen", "llm": {"block": {"model": "m"},
+                  "output_columns": ["q"]}}])"),
+              HasSubstr("pipeline.steps[0] (\"gen\").llm.prompt: give "
+                        "block.prompt_template or the prompt's parts"));
+}
+
+TEST_F(ValidatePipelineTest, ABlockAndAPipelineTogetherAreRefused) {
+  v1::GenerateJobRequest request;
+  request.mutable_block()->set_prompt_template("{{x}}");
+  request.mutable_pipeline();
+  absl::StatusOr<JobSpec> spec =
+      ValidateRequest(request, {"sim"}, ValidationLimits{});
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(spec.status().message(),
+              HasSubstr("pipeline: give either block or pipeline, not both"));
+}
+
+}  // namespace
+}  // namespace sdg

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "google/protobuf/util/json_util.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/manual_timers.h"
 #include "tests/testing/test_jobs.h"
@@ -174,6 +175,55 @@ TEST_F(SchedulerTest, OneWorkerRunsShardsOneAfterAnother) {
   EXPECT_TRUE(events.front().has_started());
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(events[1 + i].shard_result().shard_index(), i);
+}
+
+// A pipeline's second stage gets its shards when the first stage's last
+// shard is committed: no worker takes one before, and the job ends after.
+TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
+  StartScheduler(/*max_workers=*/4);
+  v1::GenerateJobRequest request;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"pipeline": {"steps": [
+                      {"name": "a", "rename_columns": {"columns_map":
+                        [{"from": "x", "to": "y"}]}, "drop_duplicates": ["y"]},
+                      {"name": "b", "rename_columns": {"columns_map":
+                        [{"from": "y", "to": "z"}]}}]}})",
+                  &request)
+                  .ok());
+  absl::StatusOr<JobSpec> spec = ValidateRequest(request, {"sim"}, {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->job_id = "staged";
+  spec->batch_size = 1;
+  spec->num_workers = 4;
+  auto sink = std::make_shared<RecordingSink>();
+  std::shared_ptr<Job> job =
+      testing::MakeTestJob(*std::move(spec), 3, store_, metrics_);
+  sink->Watch(job);
+  ASSERT_TRUE(scheduler_->Submit(job).ok());
+  runner_.AwaitRunning(3);
+  EXPECT_EQ(job->shard_count(), 3);  // the second stage is not known yet
+  runner_.Open();
+  std::vector<v1::JobEvent> events = sink->AwaitClosed();
+  EXPECT_EQ(job->shard_count(), 6);
+  std::vector<std::string> started = runner_.started();
+  ASSERT_EQ(started.size(), 6u);
+  EXPECT_THAT(std::vector<std::string>(started.begin(), started.begin() + 3),
+              UnorderedElementsAre("staged:0", "staged:1", "staged:2"));
+  EXPECT_THAT(std::vector<std::string>(started.begin() + 3, started.end()),
+              UnorderedElementsAre("staged:3", "staged:4", "staged:5"));
+  int stage_rows = 0;
+  int result_rows = 0;
+  for (const v1::JobEvent& event : events) {
+    if (event.has_stage_rows()) stage_rows += event.stage_rows().rows_size();
+    if (event.has_shard_result()) {
+      EXPECT_GE(event.shard_result().shard_index(), 3);
+      result_rows += event.shard_result().rows_size();
+    }
+  }
+  EXPECT_EQ(stage_rows, 3);
+  EXPECT_EQ(result_rows, 3);
+  EXPECT_EQ(Finished(events).state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Finished(events).rows_succeeded(), 3);
 }
 
 TEST_F(SchedulerTest, CancelStopsNewShardsAndKeepsTheWorkers) {
