@@ -109,16 +109,6 @@ struct ColumnStepVisitor {
 
 }  // namespace
 
-const char* StepSpec::type_name() const {
-  static constexpr const char* kNames[] = {"llm",
-                                           "filter_by_value",
-                                           "duplicate_columns",
-                                           "rename_columns",
-                                           "combine_columns",
-                                           "flatten_columns"};
-  return kNames[kind.index()];
-}
-
 std::vector<PipelineRow> SeedRows(int64_t first_row,
                                   std::vector<google::protobuf::Struct> rows) {
   std::vector<PipelineRow> seeds(rows.size());

@@ -57,8 +57,6 @@ struct StepSpec {
   std::vector<std::string> drop_duplicates;
 
   const LlmStepSpec* llm() const { return std::get_if<LlmStepSpec>(&kind); }
-  // "llm", "filter_by_value", ...: the metrics' `type` label.
-  const char* type_name() const;
 };
 
 // Steps [first_step, end_step) of the pipeline. Every stage but the last

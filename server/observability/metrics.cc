@@ -121,8 +121,8 @@ Metrics::Metrics()
       step_rows_total_(
           BuildCounter()
               .Name("sdg_step_rows_total")
-              .Help("Rows into, out of and failed at a pipeline's steps, by "
-                    "the step's position in its pipeline and its type.")
+              .Help("Rows into, out of and failed at pipeline steps, by the "
+                    "step's position in its pipeline (0 is the first).")
               .Register(*registry_)) {
   // Present from the first scrape, so rate() and alerts see zeros, not gaps.
   for (const char* state : {"succeeded", "failed", "cancelled", "suspended"}) {
@@ -131,6 +131,9 @@ Metrics::Metrics()
   for (const char* outcome : {"succeeded", "failed"}) {
     shards_total_.Add({{"outcome", outcome}});
     rows_total_.Add({{"outcome", outcome}});
+  }
+  for (const char* direction : {"in", "out", "failed"}) {
+    step_rows_total_.Add({{"step", "0"}, {"direction", direction}});
   }
 }
 
@@ -165,16 +168,12 @@ void Metrics::RowsFinished(absl::string_view outcome, int64_t count) {
       .Increment(static_cast<double>(count));
 }
 
-void Metrics::StepRows(int step, absl::string_view type, int64_t in,
-                       int64_t out, int64_t failed) {
+void Metrics::StepRows(int step, int64_t in, int64_t out, int64_t failed) {
   const std::string index = std::to_string(step);
   for (const auto& [direction, count] :
        {std::pair{"in", in}, std::pair{"out", out},
         std::pair{"failed", failed}}) {
-    step_rows_total_
-        .Add({{"step", index},
-              {"type", std::string(type)},
-              {"direction", direction}})
+    step_rows_total_.Add({{"step", index}, {"direction", direction}})
         .Increment(static_cast<double>(count));
   }
 }

@@ -45,10 +45,9 @@ class Metrics {
   void ShardFinished(absl::string_view outcome, absl::Duration elapsed);
   void RowsFinished(absl::string_view outcome, int64_t count);
   // A pipeline step's rows in one shard. `step` is its index in the
-  // pipeline (bounded by --max_pipeline_steps), not its name, which callers
-  // choose: the label's values stay few.
-  void StepRows(int step, absl::string_view type, int64_t in, int64_t out,
-                int64_t failed);
+  // pipeline (at most 64 steps), not its name, which callers choose: the
+  // label's values stay few.
+  void StepRows(int step, int64_t in, int64_t out, int64_t failed);
 
   // Backends: the series of one backend, created (at zero) and looked up
   // once, so that a request touches no label maps but for its status code.

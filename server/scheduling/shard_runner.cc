@@ -167,8 +167,8 @@ ShardOutcome BackendShardRunner::RunStage(const JobSpec& spec,
     }
     counts.set_rows_out(static_cast<int64_t>(out.rows.size()));
     counts.set_rows_failed(static_cast<int64_t>(out.failed.size()));
-    metrics_.StepRows(step.index, step.type_name(), counts.rows_in(),
-                      counts.rows_out(), counts.rows_failed());
+    metrics_.StepRows(step.index, counts.rows_in(), counts.rows_out(),
+                      counts.rows_failed());
     std::move(out.failed.begin(), out.failed.end(),
               std::back_inserter(outcome.failed_steps));
     rows = std::move(out.rows);

@@ -2,6 +2,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -19,13 +20,16 @@ const std::string kKnowledge =
 class PipelineFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "pipeline_file_test";
-    std::filesystem::remove_all(dir_);
+    // ctest runs each test in its own process, several at once.
+    dir_ = ::testing::TempDir() + "pipeline_file_test_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+           "_" + std::to_string(getpid());
     std::filesystem::create_directories(dir_ + "/configs");
     testing::WriteFile(dir_ + "/configs/ask.yaml",
                        "system: null\ngeneration: \"Ask about {{topic}}.\"\n"
                        "start_tags: [\"<q>\"]\nend_tags: [\"</q>\"]\n");
   }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
   // A pipeline file with `blocks`, loaded.
   absl::StatusOr<PipelineFile> Load(const std::string& blocks) {
     const std::string path = dir_ + "/pipeline.yaml";
