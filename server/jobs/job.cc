@@ -41,14 +41,22 @@ absl::string_view StateLabel(v1::JobState state) {
 }
 
 JobTally::ShardState* JobTally::StateOf(int64_t shard) {
-  // A pipeline's later stages add shards; an index past any a job could
-  // have is a damaged log's, and ignored.
-  constexpr int64_t kMaxShards = int64_t{1} << 32;
-  if (shard < 0 || shard >= kMaxShards) return nullptr;
-  if (shard >= static_cast<int64_t>(shard_state_.size())) {
-    shard_state_.resize(shard + 1, ShardState::kNotCommitted);
-  }
+  if (shard < 0) return nullptr;
+  if (shard >= Job::kStageStride) return &later_shard_state_[shard];
+  // A resumed pipeline's first stage is as long as its plan; an index past
+  // any a job could have is a damaged log's, and ignored.
+  if (shard >= static_cast<int64_t>(shard_state_.size())) return nullptr;
   return &shard_state_[shard];
+}
+
+bool JobTally::committed(int64_t shard) const {
+  if (shard >= Job::kStageStride) {
+    auto found = later_shard_state_.find(shard);
+    return found != later_shard_state_.end() &&
+           found->second != ShardState::kNotCommitted;
+  }
+  return shard >= 0 && shard < static_cast<int64_t>(shard_state_.size()) &&
+         shard_state_[shard] != ShardState::kNotCommitted;
 }
 
 void JobTally::AddSteps(
@@ -142,17 +150,34 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
       metrics_(metrics),
       tally_(std::move(tally)) {
   absl::MutexLock lock(&mu_);
-  stages_.push_back(Stage{0, plan_, nullptr});
-  committed_at_start_.resize(plan_.shard_count());
+  const int stage_count =
+      is_pipeline() ? static_cast<int>(spec_.pipeline->stages.size()) : 1;
+  stages_.resize(stage_count);
+  Stage& first = stages_[0];
+  first.input_complete = true;
+  first.shards_cut = plan_.shard_count();
+  shards_cut_ = plan_.shard_count();
   for (int64_t i = 0; i < plan_.shard_count(); ++i) {
-    committed_at_start_[i] = tally_.committed(i);
-    if (!committed_at_start_[i]) ++shards_to_run_;
+    if (tally_.committed(i)) continue;
+    ++shards_to_run_;
+    first.uncommitted.insert(i);
   }
-  stage_uncommitted_ = shards_to_run_;
   if (is_pipeline()) {
-    barrier_rows_ = tally_.TakeStageRows(0, plan_.shard_count());
-    // A resumed pipeline rebuilds the stages its log had reached.
-    BuildStagesLocked();
+    for (int s = 0; s < stage_count; ++s) {
+      const StageSpec& range = spec_.pipeline->stages[s];
+      for (int i = range.first_step; i < range.end_step; ++i) {
+        if (std::holds_alternative<FlattenStepSpec>(
+                spec_.pipeline->steps[i].kind)) {
+          ++stages_[s].flattens;
+        }
+      }
+    }
+    for (PipelineRow& row : tally_.TakeStageRows(0, plan_.shard_count())) {
+      std::vector<int64_t> key(row.order_key().begin(), row.order_key().end());
+      first.pending.emplace(std::move(key), std::move(row));
+    }
+    // A resumed pipeline releases and cuts what its log had reached.
+    AdvanceStagesLocked();
   }
   record_ = std::move(record);
   dataset_ = std::move(dataset);
@@ -185,7 +210,7 @@ void Job::Suspend(absl::Status reason) {
 
 int64_t Job::shard_count() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(committed_at_start_.size());
+  return shards_cut_;
 }
 
 int64_t Job::shards_to_run() const {
@@ -193,77 +218,142 @@ int64_t Job::shards_to_run() const {
   return shards_to_run_;
 }
 
-int64_t Job::NextShardToRun(int64_t from) const {
+bool Job::HasShardToStart() const {
   absl::MutexLock lock(&mu_);
-  const int64_t count = static_cast<int64_t>(committed_at_start_.size());
-  while (from < count && committed_at_start_[from]) ++from;
-  return from;
+  const int64_t count = plan_.shard_count();
+  int64_t next = next_first_stage_shard_;
+  // Shards at or past the cursor were committed only before this process.
+  while (next < count && tally_.committed(next)) ++next;
+  return next < count || !ready_.empty();
 }
 
-int Job::StageIndexLocked(int64_t shard) const {
-  int stage = static_cast<int>(stages_.size()) - 1;
-  while (stage > 0 && stages_[stage].first_shard > shard) --stage;
-  return stage;
+ShardSpec Job::StartNextShard() {
+  absl::MutexLock lock(&mu_);
+  const int64_t count = plan_.shard_count();
+  while (next_first_stage_shard_ < count &&
+         tally_.committed(next_first_stage_shard_)) {
+    ++next_first_stage_shard_;
+  }
+  // Later stages' shards first: their rows are nearest to the output (the
+  // first rows come early) and they free what the barriers hold.
+  if (!ready_.empty()) {
+    const int64_t index = ready_.front();
+    ready_.pop_front();
+    return ShardOfLocked(static_cast<int>(index / kStageStride),
+                         index % kStageStride);
+  }
+  return ShardOfLocked(0, next_first_stage_shard_++);
 }
 
-ShardSpec Job::Shard(int64_t index) const {
-  absl::MutexLock lock(&mu_);
-  const Stage& stage = stages_[StageIndexLocked(index)];
-  ShardSpec shard = stage.plan.Shard(index - stage.first_shard);
-  shard.index = index;
-  return shard;
-}
-
-int Job::StageOf(const ShardSpec& shard) const {
-  absl::MutexLock lock(&mu_);
-  return StageIndexLocked(shard.index);
+ShardSpec Job::ShardOfLocked(int stage, int64_t local) const {
+  if (stage == 0) return plan_.Shard(local);
+  const int64_t rows = static_cast<int64_t>(stages_[stage].rows.size());
+  const int64_t first = local * spec_.batch_size;
+  return ShardSpec{stage * kStageStride + local, first,
+                   std::min<int64_t>(spec_.batch_size, rows - first)};
 }
 
 absl::StatusOr<std::vector<PipelineRow>> Job::ReadStageRows(
     const ShardSpec& shard) const {
-  std::shared_ptr<const std::vector<PipelineRow>> rows;
-  {
-    absl::MutexLock lock(&mu_);
-    rows = stages_[StageIndexLocked(shard.index)].rows;
-  }
-  if (rows == nullptr) {
+  const int stage = StageOf(shard);
+  if (stage == 0) {
     absl::StatusOr<std::vector<google::protobuf::Struct>> seeds =
         ReadRows(shard);
     if (!seeds.ok()) return seeds.status();
     return SeedRows(shard.first_row, *std::move(seeds));
   }
+  absl::MutexLock lock(&mu_);
+  const std::vector<PipelineRow>& rows = stages_[stage].rows;
   return std::vector<PipelineRow>(
-      rows->begin() + shard.first_row,
-      rows->begin() + shard.first_row + shard.row_count);
+      rows.begin() + shard.first_row,
+      rows.begin() + shard.first_row + shard.row_count);
 }
 
-void Job::BuildStagesLocked() {
-  const PipelineSpec& pipeline = *spec_.pipeline;
-  while (stage_uncommitted_ == 0 &&
-         !pipeline.IsLastStage(static_cast<int>(stages_.size()) - 1)) {
-    const int ended = static_cast<int>(stages_.size()) - 1;
-    auto rows = std::make_shared<const std::vector<PipelineRow>>(
-        DropDuplicates(pipeline.BarrierStep(ended), std::move(barrier_rows_)));
-    barrier_rows_.clear();
-    const int64_t first_shard =
-        static_cast<int64_t>(committed_at_start_.size());
-    const ShardPlan plan(static_cast<int64_t>(rows->size()), spec_.batch_size);
-    stages_.push_back(Stage{first_shard, plan, rows});
-    stage_uncommitted_ = 0;
-    for (int64_t i = first_shard; i < first_shard + plan.shard_count(); ++i) {
-      const bool committed = tally_.committed(i);
-      committed_at_start_.push_back(committed);
-      if (!committed) ++stage_uncommitted_;
+std::optional<std::vector<int64_t>> Job::OutputBoundLocked(int stage) const {
+  const Stage& state = stages_[stage];
+  // The least key of a row the stage may still take in.
+  std::optional<std::vector<int64_t>> input;
+  auto lower = [&input](std::vector<int64_t> key) {
+    if (!input.has_value() || key < *input) input = std::move(key);
+  };
+  if (!state.uncommitted.empty()) {
+    const int64_t first = *state.uncommitted.begin() * spec_.batch_size;
+    if (stage == 0) {
+      lower({first});
+    } else {
+      const auto& key = state.rows[first].order_key();
+      lower({key.begin(), key.end()});
     }
-    shards_to_run_ += stage_uncommitted_;
-    barrier_rows_ =
-        tally_.TakeStageRows(first_shard, first_shard + plan.shard_count());
-    Log(LogLevel::kInfo, "pipeline stage ready",
-        {{"job_id", spec_.job_id},
-         {"stage", ended + 1},
-         {"after_step", pipeline.BarrierStep(ended).name},
-         {"rows", static_cast<int64_t>(rows->size())},
-         {"shards", plan.shard_count()}});
+  }
+  const int64_t cut_rows = state.shards_cut * spec_.batch_size;
+  if (stage > 0 && cut_rows < static_cast<int64_t>(state.rows.size())) {
+    const auto& key = state.rows[cut_rows].order_key();
+    lower({key.begin(), key.end()});
+  }
+  if (!state.input_complete) {
+    std::optional<std::vector<int64_t>> before = OutputBoundLocked(stage - 1);
+    if (before.has_value()) lower(*std::move(before));
+  }
+  if (!input.has_value()) return std::nullopt;
+  // Its rows' keys begin with it, after a column index per flatten step.
+  std::vector<int64_t> bound(state.flattens, 0);
+  bound.insert(bound.end(), input->begin(), input->end());
+  return bound;
+}
+
+void Job::AdvanceStagesLocked() {
+  const PipelineSpec& pipeline = *spec_.pipeline;
+  for (int stage = 0; stage + 1 < static_cast<int>(stages_.size()); ++stage) {
+    Stage& from = stages_[stage];
+    Stage& to = stages_[stage + 1];
+    const std::optional<std::vector<int64_t>> bound = OutputBoundLocked(stage);
+    const StepSpec& barrier = pipeline.BarrierStep(stage);
+    auto end = bound.has_value() ? from.pending.lower_bound(*bound)
+                                 : from.pending.end();
+    for (auto it = from.pending.begin(); it != end; ++it) {
+      // Shards fail the rows without a key before they reach here.
+      absl::StatusOr<std::string> key =
+          DuplicateKey(barrier.drop_duplicates, it->second.columns());
+      if (key.ok() && !from.released_keys.insert(*std::move(key)).second) {
+        continue;
+      }
+      to.rows.push_back(std::move(it->second));
+    }
+    from.pending.erase(from.pending.begin(), end);
+    if (!bound.has_value() && !to.input_complete) {
+      to.input_complete = true;
+      Log(LogLevel::kInfo, "pipeline stage input complete",
+          {{"job_id", spec_.job_id},
+           {"stage", stage + 1},
+           {"after_step", barrier.name},
+           {"rows", static_cast<int64_t>(to.rows.size())}});
+    }
+    CutShardsLocked(stage + 1);
+  }
+}
+
+void Job::CutShardsLocked(int stage) {
+  Stage& state = stages_[stage];
+  const int64_t rows = static_cast<int64_t>(state.rows.size());
+  while (true) {
+    const int64_t first = state.shards_cut * spec_.batch_size;
+    const int64_t left = rows - first;
+    if (left <= 0 || (left < spec_.batch_size && !state.input_complete)) break;
+    const int64_t local = state.shards_cut++;
+    const int64_t index = stage * kStageStride + local;
+    ++shards_cut_;
+    if (!tally_.committed(index)) {
+      state.uncommitted.insert(local);
+      ready_.push_back(index);
+      ++shards_to_run_;
+      continue;
+    }
+    // Committed before a restart: what it carried to its barrier is in the
+    // log.
+    for (PipelineRow& row : tally_.TakeStageRows(index, index + 1)) {
+      std::vector<int64_t> key(row.order_key().begin(), row.order_key().end());
+      state.pending.emplace(std::move(key), std::move(row));
+    }
   }
 }
 
@@ -448,12 +538,15 @@ v1::JobEvent PipelineErrorEvent(const ShardSpec& shard, const std::string& step,
 std::vector<v1::JobEvent> Job::PipelineEventsLocked(const ShardSpec& shard,
                                                     ShardOutcome outcome) {
   const PipelineSpec& pipeline = *spec_.pipeline;
-  const int stage = StageIndexLocked(shard.index);
+  const int stage = StageOf(shard);
   const bool last = pipeline.IsLastStage(stage);
   std::vector<v1::JobEvent> group;
   if (!last) {
-    barrier_rows_.insert(barrier_rows_.end(), outcome.rows.begin(),
-                         outcome.rows.end());
+    for (const PipelineRow& row : outcome.rows) {
+      stages_[stage].pending.emplace(
+          std::vector<int64_t>(row.order_key().begin(), row.order_key().end()),
+          row);
+    }
   }
   AddPipelineRowEvents(shard, last, std::move(outcome.rows),
                        std::move(outcome.steps), group);
@@ -523,7 +616,7 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                                       outcome.status, outcome.attempts));
       if (is_pipeline()) {
         const PipelineSpec& pipeline = *spec_.pipeline;
-        const StageSpec& range = pipeline.stages[StageIndexLocked(shard.index)];
+        const StageSpec& range = pipeline.stages[StageOf(shard)];
         if (range.first_step < range.end_step) {
           group.back().mutable_shard_error()->set_step(
               pipeline.steps[range.first_step].name);
@@ -540,12 +633,8 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
       group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
     }
     AppendGroupLocked(std::move(group));
-    const bool in_last_stage =
-        StageIndexLocked(shard.index) + 1 == static_cast<int>(stages_.size());
-    if (in_last_stage && --stage_uncommitted_ == 0 && is_pipeline() &&
-        !token_.IsCancelled()) {
-      BuildStagesLocked();
-    }
+    stages_[StageOf(shard)].uncommitted.erase(shard.index % kStageStride);
+    if (is_pipeline() && !token_.IsCancelled()) AdvanceStagesLocked();
     AppendProgressIfDueLocked();
     log = log_;
   }
@@ -609,10 +698,10 @@ void Job::MarkFinished() {
         reason = std::string(stop_reason.message());
       } else if (tally_.shards_failed() > 0 && is_pipeline()) {
         state = v1::JOB_STATE_FAILED;
-        reason = absl::StrCat(
-            tally_.rows_failed(), " rows failed at their steps (in ",
-            tally_.shards_failed(), " of ", committed_at_start_.size(),
-            " shards); see the shard_error events");
+        reason = absl::StrCat(tally_.rows_failed(),
+                              " rows failed at their steps (in ",
+                              tally_.shards_failed(), " of ", shards_cut_,
+                              " shards); see the shard_error events");
       } else if (tally_.shards_failed() > 0) {
         state = v1::JOB_STATE_FAILED;
         reason = absl::StrCat(tally_.rows_failed(), " of ", plan_.total_rows(),
@@ -684,7 +773,7 @@ v1::Job Job::Snapshot() const {
   job.set_backend(spec_.block.backend());
   *job.mutable_block() = spec_.block;
   job.set_total_rows(plan_.total_rows());
-  job.set_total_shards(static_cast<int64_t>(committed_at_start_.size()));
+  job.set_total_shards(shards_cut_);
   // A job that ended before this process started has its final counts in
   // its record, not in a tally.
   const bool final = record_.finished.state() != v1::JOB_STATE_UNSPECIFIED;

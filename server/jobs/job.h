@@ -5,12 +5,16 @@
 #define SDG_SERVER_JOBS_JOB_H_
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -49,10 +53,7 @@ class JobTally {
 
   bool started() const { return started_; }
   const std::optional<v1::JobFinished>& finished() const { return finished_; }
-  bool committed(int64_t shard) const {
-    return shard >= 0 && shard < static_cast<int64_t>(shard_state_.size()) &&
-           shard_state_[shard] != ShardState::kNotCommitted;
-  }
+  bool committed(int64_t shard) const;
   int64_t committed_shards() const { return committed_count_; }
   uint64_t last_sequence() const { return last_sequence_; }
   int64_t rows_succeeded() const { return rows_succeeded_; }
@@ -68,7 +69,10 @@ class JobTally {
   void AddSteps(
       const google::protobuf::RepeatedPtrField<v1::StepCounts>& steps);
 
+  // The first stage's shards, and a pipeline's later ones (sparse: their
+  // indices start at multiples of Job::kStageStride).
   std::vector<ShardState> shard_state_;
+  absl::flat_hash_map<int64_t, ShardState> later_shard_state_;
   std::map<int64_t, std::vector<v1::ResultRow>> stage_rows_;
   std::vector<v1::StepCounts> steps_;
   int64_t committed_count_ = 0;
@@ -108,23 +112,33 @@ class Job : public std::enable_shared_from_this<Job> {
   void Suspend(absl::Status reason);
 
   // For the scheduler. A block's shards are its plan's. A pipeline's are
-  // its first stage's, then each later stage's once the stage before has
-  // ended and its barrier's rows are known: shard_count() and
-  // shards_to_run() grow then, and shard indices run on across stages.
-  // Shards committed before a restart are skipped: NextShardToRun(i) is the
-  // first shard >= i still to run (or shard_count()).
-  int64_t shard_count() const;
-  ShardSpec Shard(int64_t index) const;
-  int64_t NextShardToRun(int64_t from) const;
+  // its first stage's, then each later stage's as its rows become known:
+  // a stage's input is the rows of the stage before that passed its
+  // drop_duplicates, released in output order as soon as no row before
+  // them can still come, and cut into shards of batch_size. Shards
+  // committed before a restart are skipped.
+  bool HasShardToStart() const;
+  // The next shard to run; only when HasShardToStart().
+  ShardSpec StartNextShard();
+  // Shards to run in this process so far (a pipeline's grow).
   int64_t shards_to_run() const;
+  // Shards cut so far, committed or not.
+  int64_t shard_count() const;
   // The rows of `shard`, read from the dataset.
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       const ShardSpec& shard) const;
   // Pipelines: the stage `shard` belongs to, and its input rows (seed rows
   // for the first stage).
-  int StageOf(const ShardSpec& shard) const;
+  static int StageOf(const ShardSpec& shard) {
+    return static_cast<int>(shard.index / kStageStride);
+  }
   absl::StatusOr<std::vector<PipelineRow>> ReadStageRows(
       const ShardSpec& shard) const;
+  // A later stage's shard s has index stage * kStageStride + s, so that a
+  // shard's index does not depend on when the stages before it released
+  // their rows.
+  static constexpr int64_t kStageStride = int64_t{1} << 40;
+
   // In this order: MarkRunning once, ReportShard per shard that ran,
   // MarkFinished once. (The scheduler also runs the job's timeout,
   // spec().timeout, from MarkRunning on.)
@@ -150,15 +164,22 @@ class Job : public std::enable_shared_from_this<Job> {
   void AppendProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveRecordLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A pipeline shard's events: its output (results, or the rows for its
-  // barrier, which are kept for the stage's end too) and its failed rows.
+  // barrier, which go to the stage's pending rows too) and its failed rows.
   std::vector<v1::JobEvent> PipelineEventsLocked(const ShardSpec& shard,
                                                  ShardOutcome outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds the stage after the last one built, from its barrier's rows, as
-  // long as the last stage has every shard committed and is not the
-  // pipeline's last.
-  void BuildStagesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int StageIndexLocked(int64_t shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases every pending row that no uncommitted shard can precede into
+  // the next stage (deduplicated, in order) and cuts the shards that makes.
+  void AdvanceStagesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cuts stage `stage`'s new shards from its rows (a short last shard only
+  // once its input is complete).
+  void CutShardsLocked(int stage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The least order key a row stage `stage` has not yet delivered to its
+  // barrier could have, or nullopt when the stage has delivered every row.
+  std::optional<std::vector<int64_t>> OutputBoundLocked(int stage) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ShardSpec ShardOfLocked(int stage, int64_t local) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec spec_;
   const ShardPlan plan_;
@@ -170,23 +191,28 @@ class Job : public std::enable_shared_from_this<Job> {
 
   // A block's job has one stage; a pipeline's has one per barrier, plus one.
   struct Stage {
-    int64_t first_shard = 0;
-    ShardPlan plan;
-    // Later stages: their input rows, in output order (the first stage
-    // reads the dataset).
-    std::shared_ptr<const std::vector<PipelineRow>> rows;
+    // Flatten steps in the stage: each puts a column index before the keys.
+    int flattens = 0;
+    // Later stages: their input rows, in output order, as released so far.
+    std::vector<PipelineRow> rows;
+    bool input_complete = false;
+    int64_t shards_cut = 0;
+    // Cut shards (local indices) not committed yet.
+    std::set<int64_t> uncommitted;
+    // Rows that reached the stage's barrier, waiting to be released into
+    // the next stage, by order key; and the drop_duplicates keys released.
+    std::multimap<std::vector<int64_t>, PipelineRow> pending;
+    absl::flat_hash_set<std::string> released_keys;
   };
 
   mutable absl::Mutex mu_;
-  // The stages built so far; a later one is added when the one before ends.
   std::vector<Stage> stages_ ABSL_GUARDED_BY(mu_);
-  // Shards committed before this process ran the job.
-  std::vector<bool> committed_at_start_ ABSL_GUARDED_BY(mu_);
+  // The next first-stage shard to look at, and the later stages' cut
+  // shards not started yet.
+  int64_t next_first_stage_shard_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<int64_t> ready_ ABSL_GUARDED_BY(mu_);
   int64_t shards_to_run_ ABSL_GUARDED_BY(mu_) = 0;
-  // The last stage's shards not yet committed, and the rows they carried
-  // to its barrier so far.
-  int64_t stage_uncommitted_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<PipelineRow> barrier_rows_ ABSL_GUARDED_BY(mu_);
+  int64_t shards_cut_ ABSL_GUARDED_BY(mu_) = 0;
   JobRecord record_ ABSL_GUARDED_BY(mu_);
   // Released when the job ends.
   std::shared_ptr<Dataset> dataset_ ABSL_GUARDED_BY(mu_);

@@ -90,7 +90,6 @@ void Scheduler::StartLocked(Entry entry) {
   entry.job->MarkRunning();
   ArmTimeoutLocked(entry);
   metrics_.ShardsQueued(static_cast<double>(entry.job->shards_to_run()));
-  entry.next_shard = entry.job->NextShardToRun(0);
   // Least recently served first: a new job has not been served at all.
   running_.push_front(std::move(entry));
 }
@@ -131,10 +130,8 @@ void Scheduler::PromoteQueuedLocked() {
 Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     Job& job = *it->job;
-    // A pipeline's next stage adds shards when the one before ends.
-    it->next_shard = job.NextShardToRun(it->next_shard);
-    if (it->next_shard >= job.shard_count() ||
-        it->in_progress >= job.spec().num_workers ||
+    // A pipeline's later stages add shards as their rows become known.
+    if (!job.HasShardToStart() || it->in_progress >= job.spec().num_workers ||
         job.token().IsCancelled()) {
       continue;
     }
@@ -186,7 +183,7 @@ ShardOutcome Scheduler::RunShard(Job& job, const ShardSpec& shard) {
       outcome.status = rows.status();
       return outcome;
     }
-    return runner_.RunStage(job.spec(), shard, job.StageOf(shard),
+    return runner_.RunStage(job.spec(), shard, Job::StageOf(shard),
                             *std::move(rows), job.token());
   }
   absl::StatusOr<std::vector<google::protobuf::Struct>> rows =
@@ -211,8 +208,7 @@ void Scheduler::WorkerLoop() {
       }
       if (stopping_) return;
       job = entry->job;
-      shard = job->Shard(entry->next_shard);
-      entry->next_shard = job->NextShardToRun(entry->next_shard + 1);
+      shard = job->StartNextShard();
       ++entry->started;
       ++entry->in_progress;
       running_.splice(running_.end(), running_, entry);
@@ -220,11 +216,11 @@ void Scheduler::WorkerLoop() {
     metrics_.ShardsQueued(-1);
     metrics_.WorkerBusy(1);
     absl::Time start = absl::Now();
-    const int64_t shards_before = job->shard_count();
+    const int64_t shards_before = job->shards_to_run();
     job->ReportShard(shard, RunShard(*job, shard), absl::Now() - start);
     metrics_.WorkerBusy(-1);
-    // The shard may have ended a pipeline's stage, and made the next.
-    const int64_t shards_added = job->shard_count() - shards_before;
+    // The shard may have released rows into a pipeline's next stage.
+    const int64_t shards_added = job->shards_to_run() - shards_before;
 
     Ended ended;
     {

@@ -54,7 +54,6 @@ class Scheduler {
  private:
   struct Entry {
     std::shared_ptr<Job> job;
-    int64_t next_shard = 0;
     int64_t started = 0;  // shards handed to workers
     int in_progress = 0;
     CancellationToken::Registration on_cancel = {};

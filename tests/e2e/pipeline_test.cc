@@ -214,7 +214,7 @@ TEST_F(PipelineTest, AJobKilledPastItsBarrierResumesFromTheCommittedRows) {
   EXPECT_EQ((*client)->Wait(), 0)
       << ReadFile(stack_->dir() + "/generate.stderr");
   EXPECT_EQ(ReadFile(Out()), ReadFile(kKnowledge + "/expected.jsonl"));
-  EXPECT_THAT(stack_->SdgdLog(), HasSubstr("\"msg\":\"pipeline stage ready\""));
+  EXPECT_THAT(stack_->SdgdLog(), HasSubstr("\"msg\":\"pipeline stage input complete\""));
   // Before: spellcheck's 2 prompts and gen_knowledge's 4. After: the
   // judges' 4, 3 and 2 (each filter keeps fewer), and nothing else.
   EXPECT_EQ(prompts_before, 2 + 4);

@@ -177,8 +177,9 @@ TEST_F(SchedulerTest, OneWorkerRunsShardsOneAfterAnother) {
     EXPECT_EQ(events[1 + i].shard_result().shard_index(), i);
 }
 
-// A pipeline's second stage gets its shards when the first stage's last
-// shard is committed: no worker takes one before, and the job ends after.
+// A pipeline's second stage gets its shards as its rows are released from
+// the first stage's barrier: none while no first-stage shard is committed,
+// all three once they are, and the job ends after them.
 TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
   StartScheduler(/*max_workers=*/4);
   v1::GenerateJobRequest request;
@@ -209,14 +210,18 @@ TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
   ASSERT_EQ(started.size(), 6u);
   EXPECT_THAT(std::vector<std::string>(started.begin(), started.begin() + 3),
               UnorderedElementsAre("staged:0", "staged:1", "staged:2"));
+  // A later stage's shards are numbered from a multiple of kStageStride.
+  auto second = [](int64_t local) {
+    return "staged:" + std::to_string(Job::kStageStride + local);
+  };
   EXPECT_THAT(std::vector<std::string>(started.begin() + 3, started.end()),
-              UnorderedElementsAre("staged:3", "staged:4", "staged:5"));
+              UnorderedElementsAre(second(0), second(1), second(2)));
   int stage_rows = 0;
   int result_rows = 0;
   for (const v1::JobEvent& event : events) {
     if (event.has_stage_rows()) stage_rows += event.stage_rows().rows_size();
     if (event.has_shard_result()) {
-      EXPECT_GE(event.shard_result().shard_index(), 3);
+      EXPECT_GE(event.shard_result().shard_index(), Job::kStageStride);
       result_rows += event.shard_result().rows_size();
     }
   }
