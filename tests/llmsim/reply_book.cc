@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -64,6 +65,20 @@ absl::StatusOr<ReplyBook> ReplyBook::Load(const std::string& path) {
   return book;
 }
 
+namespace {
+
+// FNV-1a of the request's texts, 8 hex digits: replies that differ by
+// prompt, the same for the same prompt in every run.
+std::string PromptHash(absl::Span<const absl::string_view> texts) {
+  uint32_t hash = 2166136261u;
+  for (absl::string_view text : texts) {
+    for (unsigned char c : text) hash = (hash ^ c) * 16777619u;
+  }
+  return absl::StrFormat("%08x", hash);
+}
+
+}  // namespace
+
 std::optional<std::string> ReplyBook::Find(
     absl::Span<const absl::string_view> texts, int sample_index) const {
   for (const Entry& entry : entries_) {
@@ -82,8 +97,9 @@ std::optional<std::string> ReplyBook::Find(
       }
     }
     if (matches) {
-      return absl::StrReplaceAll(entry.reply,
-                                 {{"{{i}}", absl::StrCat(sample_index)}});
+      return absl::StrReplaceAll(
+          entry.reply, {{"{{i}}", absl::StrCat(sample_index)},
+                        {"{{prompt_hash}}", PromptHash(texts)}});
     }
   }
   return std::nullopt;

@@ -121,6 +121,19 @@ TEST(ReplyBookTest, FirstLineWhoseSubstringsAllAppearGivesTheReply) {
                        "sim(0): Hi", "sim(1): Hi"}));
 }
 
+TEST(ReplyBookTest, PromptHashDiffersByPromptAndRepeatsForTheSame) {
+  Simulator sim{"m"};
+  sim.replies = Book(R"({"match": "Ask", "reply": "Q {{prompt_hash}}"})");
+  json reply = json::parse(
+      sim.Completions(
+             R"({"model":"m","prompt":["Ask a","Ask b","Ask a"],"n":1})")
+          .body);
+  const std::string a = reply["choices"][0]["text"];
+  EXPECT_EQ(a.size(), 2u + 8u);
+  EXPECT_NE(reply["choices"][1]["text"], a);
+  EXPECT_EQ(reply["choices"][2]["text"], a);
+}
+
 TEST(ReplyBookTest, ChatMatchesAcrossEveryMessage) {
   Simulator sim{"m"};
   sim.replies = Book(R"({"match": ["careful", "tide"], "reply": "ok"})");
