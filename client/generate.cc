@@ -42,9 +42,17 @@ class ProgressPrinter {
     last_ = now;
     printed_done_ = done;
     printed_failed_ = failed;
-    std::string line = absl::StrFormat(
-        "progress: %d/%d rows done, %d failed, %.1f rows/s, %.0f tokens/s",
-        done, total, failed, rows_per_second_, tokens_per_second_);
+    // A pipeline's rows out are not its seed rows: no total, no ETA.
+    std::string line =
+        total > 0
+            ? absl::StrFormat(
+                  "progress: %d/%d rows done, %d failed, %.1f rows/s, %.0f "
+                  "tokens/s",
+                  done, total, failed, rows_per_second_, tokens_per_second_)
+            : absl::StrFormat(
+                  "progress: %d rows out, %d failed, %.1f rows/s, %.0f "
+                  "tokens/s",
+                  done, failed, rows_per_second_, tokens_per_second_);
     const int64_t left = total - done - failed;
     if (left > 0 && rows_per_second_ > 0) {
       absl::StrAppend(&line, ", ETA ",
@@ -261,12 +269,14 @@ absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
     case v1::JobEvent::kShardResult:
       files.AddResult(event.shard_result());
       tally.done += RowsIn(event.shard_result());
-      progress.Update(tally.done, tally.failed, summary.total_rows, false);
+      progress.Update(tally.done, tally.failed,
+                      summary.pipeline ? 0 : summary.total_rows, false);
       break;
     case v1::JobEvent::kShardError:
       files.AddError(event.shard_error());
       tally.failed += event.shard_error().row_count();
-      progress.Update(tally.done, tally.failed, summary.total_rows, false);
+      progress.Update(tally.done, tally.failed,
+                      summary.pipeline ? 0 : summary.total_rows, false);
       break;
     case v1::JobEvent::kFinished:
       summary.finished = event.finished();
@@ -333,7 +343,8 @@ absl::StatusOr<GenerateSummary> RunGenerate(
   summary.call_status = followed->status;
   summary.reconnects = followed->reconnects;
   summary.client_elapsed_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  progress.Update(tally.done, tally.failed, summary.total_rows, true);
+  progress.Update(tally.done, tally.failed,
+                  summary.pipeline ? 0 : summary.total_rows, true);
   progress.BreakLine();
   if (absl::Status closed = files.Close(MissingRowsReason(summary), summary);
       !closed.ok()) {

@@ -79,7 +79,10 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
       out << absl::StrFormat(
           "%-24s %-10s %10d %10d %10d %7d  %s\n", job.job_id(),
           StateName(job.state()), job.total_rows(), job.rows_succeeded(),
-          job.rows_failed(), job.resumed(), job.block_name());
+          job.rows_failed(), job.resumed(),
+          job.pipeline_steps() > 0
+              ? absl::StrCat("pipeline of ", job.pipeline_steps(), " steps")
+              : job.block_name());
     }
     request.set_page_token(response.next_page_token());
   } while (!request.page_token().empty());

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: builds sdgd, starts llmsim (the
 # project's OpenAI-compatible simulator) and sdgd on free loopback ports, runs
-# `sdgctl generate` on the sample seed set, prints the generated rows and the
-# summary, then stops both servers.
+# `sdgctl generate` on the sample seed set and the example knowledge pipeline
+# on its documents, prints the generated rows and the summaries, then stops
+# both servers.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/lib.sh"
@@ -21,9 +22,11 @@ stop_servers() {
 }
 trap stop_servers EXIT
 
-# 20 ms per reply, like a fast model server.
+# 20 ms per reply, like a fast model server; the knowledge pipeline's
+# prompts get the canned replies its parsers expect, all others an echo.
 "$build/tests/llmsim/llmsim" --listen 127.0.0.1:0 --model granite-7b-lab \
-  --latency_ms 20 > "$work/llmsim.out" 2> "$work/llmsim.log" &
+  --latency_ms 20 --replies "$root/examples/pipelines/knowledge/replies.jsonl" \
+  > "$work/llmsim.out" 2> "$work/llmsim.log" &
 pids+=($!)
 llmsim_port=$(wait_for_port "$work/llmsim.out" "llmsim listening on")
 
@@ -44,7 +47,17 @@ echo
 echo "Generated rows ($work/generated.jsonl):"
 cat "$work/generated.jsonl"
 echo
-echo "sdgd's view of the job:"
+echo "An InstructLab pipeline (examples/pipelines/knowledge: spell-check, flatten,"
+echo "question/answer pairs, drop_duplicates, three judges and their filters):"
+"$build/client/sdgctl" generate --server "127.0.0.1:$port" \
+  --pipeline "$root/examples/pipelines/knowledge/pipeline.yaml" \
+  --input "$root/examples/pipelines/knowledge/documents.jsonl" \
+  --output "$work/knowledge.jsonl"
+echo
+echo "Pipeline rows ($work/knowledge.jsonl):"
+cat "$work/knowledge.jsonl"
+echo
+echo "sdgd's view of the jobs:"
 "$build/client/sdgctl" jobs --server "127.0.0.1:$port"
 echo
 echo "Server log: $work/sdgd.log"
