@@ -86,6 +86,17 @@ std::vector<v1::ResultRow> JobTally::TakeStageRows(int64_t first, int64_t end) {
   return rows;
 }
 
+bool JobTally::CommitSucceeded(int64_t shard) {
+  ShardState* state = StateOf(shard);
+  if (state == nullptr) return false;
+  if (*state == ShardState::kNotCommitted) {
+    *state = ShardState::kSucceeded;
+    ++committed_count_;
+    ++shards_succeeded_;
+  }
+  return true;
+}
+
 void JobTally::Add(const v1::JobEvent& event) {
   last_sequence_ = event.sequence();
   switch (event.event_case()) {
@@ -93,13 +104,7 @@ void JobTally::Add(const v1::JobEvent& event) {
       started_ = true;
       break;
     case v1::JobEvent::kShardResult: {
-      ShardState* state = StateOf(event.shard_result().shard_index());
-      if (state == nullptr) break;
-      if (*state == ShardState::kNotCommitted) {
-        *state = ShardState::kSucceeded;
-        ++committed_count_;
-        ++shards_succeeded_;
-      }
+      if (!CommitSucceeded(event.shard_result().shard_index())) break;
       // A block's row counts once (sample 0); a pipeline's rows all do.
       for (const v1::ResultRow& row : event.shard_result().rows()) {
         if (row.sample_index() == 0) ++rows_succeeded_;
@@ -108,13 +113,7 @@ void JobTally::Add(const v1::JobEvent& event) {
       break;
     }
     case v1::JobEvent::kStageRows: {
-      ShardState* state = StateOf(event.stage_rows().shard_index());
-      if (state == nullptr) break;
-      if (*state == ShardState::kNotCommitted) {
-        *state = ShardState::kSucceeded;
-        ++committed_count_;
-        ++shards_succeeded_;
-      }
+      if (!CommitSucceeded(event.stage_rows().shard_index())) break;
       std::vector<v1::ResultRow>& rows =
           stage_rows_[event.stage_rows().shard_index()];
       rows.insert(rows.end(), event.stage_rows().rows().begin(),

@@ -68,6 +68,9 @@ class JobTally {
   ShardState* StateOf(int64_t shard);
   void AddSteps(
       const google::protobuf::RepeatedPtrField<v1::StepCounts>& steps);
+  // A result (or a pipeline's barrier rows) commits the shard, succeeded
+  // unless an error already failed it; false if `shard` cannot be one.
+  bool CommitSucceeded(int64_t shard);
 
   // The first stage's shards, and a pipeline's later ones (sparse: their
   // indices start at multiples of Job::kStageStride).

@@ -20,15 +20,6 @@ namespace {
 using ::nlohmann::json;
 using ::testing::HasSubstr;
 
-std::vector<json> JsonLines(const std::string& text) {
-  std::vector<json> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) lines.push_back(json::parse(line));
-  }
-  return lines;
-}
-
 class EndToEndTest : public StackTest {
  protected:
   // A dataset of `rows` questions with an id column.

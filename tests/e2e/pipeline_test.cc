@@ -19,15 +19,6 @@ using ::testing::HasSubstr;
 const std::string kKnowledge =
     std::string(SDG_SOURCE_DIR) + "/examples/pipelines/knowledge";
 
-std::vector<json> JsonLines(const std::string& text) {
-  std::vector<json> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) lines.push_back(json::parse(line));
-  }
-  return lines;
-}
-
 class PipelineTest : public StackTest {
  protected:
   void StartWithReplies(const std::string& replies,
@@ -38,6 +29,28 @@ class PipelineTest : public StackTest {
     Start(options);
   }
   std::string Out() const { return stack_->dir() + "/out.jsonl"; }
+
+  // pipeline.yaml in the stack's directory: an LLM step "ask" writes a
+  // question about each row's topic, a step "judge" (its config followed
+  // by `judge_extra`) a verdict on it.
+  void WriteAskAndJudge(const std::string& judge_extra) {
+    const std::string dir = stack_->dir();
+    WriteFile(dir + "/ask.yaml", "generation: \"Ask about {{topic}}.\"\n");
+    WriteFile(dir + "/judge.yaml", "generation: \"Judge {{question}}.\"\n");
+    WriteFile(dir + "/pipeline.yaml", R"(version: "1.0"
+blocks:
+  - name: ask
+    type: LLMBlock
+    config:
+      config_path: ask.yaml
+      output_cols: [question]
+  - name: judge
+    type: LLMBlock
+    config:
+      config_path: judge.yaml
+      output_cols: [verdict])" + judge_extra +
+                                          "\n");
+  }
 };
 
 // The example shaped like InstructLab's full/knowledge.yaml: the rows and
@@ -74,23 +87,7 @@ TEST_F(PipelineTest, AFailingStepSendsItsRowsToTheErrorsFile) {
   const std::string dir = stack_->dir();
   WriteFile(dir + "/seeds.jsonl",
             "{\"topic\": \"moons\"}\n{\"topic\": \"rivers\"}\n");
-  WriteFile(dir + "/ask.yaml", "generation: \"Ask about {{topic}}.\"\n");
-  WriteFile(dir + "/judge.yaml", "generation: \"Judge {{question}}.\"\n");
-  WriteFile(dir + "/pipeline.yaml", R"(version: "1.0"
-blocks:
-  - name: ask
-    type: LLMBlock
-    config:
-      config_path: ask.yaml
-      output_cols: [question]
-  - name: judge
-    type: LLMBlock
-    config:
-      config_path: judge.yaml
-      output_cols: [verdict]
-      gen_kwargs:
-        model: no-such-model
-)");
+  WriteAskAndJudge("\n      gen_kwargs:\n        model: no-such-model");
   CommandResult result =
       stack_->Sdgctl({"generate", "--pipeline=" + dir + "/pipeline.yaml",
                       "--input=" + dir + "/seeds.jsonl", "--output=" + Out()});
@@ -144,21 +141,7 @@ TEST_F(PipelineTest, CancellingMidPipelineEndsTheJobCancelled) {
   Start(options);
   const std::string dir = stack_->dir();
   WriteFile(dir + "/seeds.jsonl", "{\"topic\": \"moons\"}\n");
-  WriteFile(dir + "/ask.yaml", "generation: \"Ask about {{topic}}.\"\n");
-  WriteFile(dir + "/judge.yaml", "generation: \"Judge {{question}}.\"\n");
-  WriteFile(dir + "/pipeline.yaml", R"(version: "1.0"
-blocks:
-  - name: ask
-    type: LLMBlock
-    config:
-      config_path: ask.yaml
-      output_cols: [question]
-  - name: judge
-    type: LLMBlock
-    config:
-      config_path: judge.yaml
-      output_cols: [verdict]
-)");
+  WriteAskAndJudge("");
   CommandResult submitted =
       stack_->Sdgctl({"submit", "--pipeline=" + dir + "/pipeline.yaml",
                       "--input=" + dir + "/seeds.jsonl", "--job_id=mid"});
@@ -214,7 +197,8 @@ TEST_F(PipelineTest, AJobKilledPastItsBarrierResumesFromTheCommittedRows) {
   EXPECT_EQ((*client)->Wait(), 0)
       << ReadFile(stack_->dir() + "/generate.stderr");
   EXPECT_EQ(ReadFile(Out()), ReadFile(kKnowledge + "/expected.jsonl"));
-  EXPECT_THAT(stack_->SdgdLog(), HasSubstr("\"msg\":\"pipeline stage input complete\""));
+  EXPECT_THAT(stack_->SdgdLog(),
+              HasSubstr("\"msg\":\"pipeline stage input complete\""));
   // Before: spellcheck's 2 prompts and gen_knowledge's 4. After: the
   // judges' 4, 3 and 2 (each filter keeps fewer), and nothing else.
   EXPECT_EQ(prompts_before, 2 + 4);

@@ -7,10 +7,24 @@
 
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/e2e/stack.h"
 
 namespace sdg::testing {
+
+// A JSON-lines file's objects (blank lines skipped).
+inline std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  }
+  return lines;
+}
 
 class StackTest : public ::testing::Test {
  protected:
