@@ -161,6 +161,7 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
     ++shards_to_run_;
     first.uncommitted.insert(i);
   }
+  SkipCommittedFirstStageShardsLocked();
   if (is_pipeline()) {
     for (int s = 0; s < stage_count; ++s) {
       const StageSpec& range = spec_.pipeline->stages[s];
@@ -217,22 +218,21 @@ int64_t Job::shards_to_run() const {
   return shards_to_run_;
 }
 
+void Job::SkipCommittedFirstStageShardsLocked() {
+  // Shards at or past the cursor were committed only before this process.
+  while (next_first_stage_shard_ < plan_.shard_count() &&
+         tally_.committed(next_first_stage_shard_)) {
+    ++next_first_stage_shard_;
+  }
+}
+
 bool Job::HasShardToStart() const {
   absl::MutexLock lock(&mu_);
-  const int64_t count = plan_.shard_count();
-  int64_t next = next_first_stage_shard_;
-  // Shards at or past the cursor were committed only before this process.
-  while (next < count && tally_.committed(next)) ++next;
-  return next < count || !ready_.empty();
+  return next_first_stage_shard_ < plan_.shard_count() || !ready_.empty();
 }
 
 ShardSpec Job::StartNextShard() {
   absl::MutexLock lock(&mu_);
-  const int64_t count = plan_.shard_count();
-  while (next_first_stage_shard_ < count &&
-         tally_.committed(next_first_stage_shard_)) {
-    ++next_first_stage_shard_;
-  }
   // Later stages' shards first: their rows are nearest to the output (the
   // first rows come early) and they free what the barriers hold.
   if (!ready_.empty()) {
@@ -241,7 +241,9 @@ ShardSpec Job::StartNextShard() {
     return ShardOfLocked(static_cast<int>(index / kStageStride),
                          index % kStageStride);
   }
-  return ShardOfLocked(0, next_first_stage_shard_++);
+  ShardSpec shard = ShardOfLocked(0, next_first_stage_shard_++);
+  SkipCommittedFirstStageShardsLocked();
+  return shard;
 }
 
 ShardSpec Job::ShardOfLocked(int stage, int64_t local) const {

@@ -183,6 +183,9 @@ class Job : public std::enable_shared_from_this<Job> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ShardSpec ShardOfLocked(int stage, int64_t local) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the first stage's cursor past shards committed before this
+  // process ran the job.
+  void SkipCommittedFirstStageShardsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec spec_;
   const ShardPlan plan_;
@@ -210,8 +213,8 @@ class Job : public std::enable_shared_from_this<Job> {
 
   mutable absl::Mutex mu_;
   std::vector<Stage> stages_ ABSL_GUARDED_BY(mu_);
-  // The next first-stage shard to look at, and the later stages' cut
-  // shards not started yet.
+  // The next first-stage shard to start (past those committed before), and
+  // the later stages' cut shards not started yet.
   int64_t next_first_stage_shard_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<int64_t> ready_ ABSL_GUARDED_BY(mu_);
   int64_t shards_to_run_ ABSL_GUARDED_BY(mu_) = 0;
