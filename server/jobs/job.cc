@@ -172,9 +172,11 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
         }
       }
     }
+    for (int s = 0; s + 1 < stage_count; ++s) {
+      stages_[s].released.emplace(spec_.pipeline->BarrierStep(s));
+    }
     for (PipelineRow& row : tally_.TakeStageRows(0, plan_.shard_count())) {
-      std::vector<int64_t> key(row.order_key().begin(), row.order_key().end());
-      first.pending.emplace(std::move(key), std::move(row));
+      AddPendingLocked(0, std::move(row));
     }
     // A resumed pipeline releases and cuts what its log had reached.
     AdvanceStagesLocked();
@@ -246,6 +248,11 @@ ShardSpec Job::StartNextShard() {
   return shard;
 }
 
+void Job::AddPendingLocked(int stage, PipelineRow row) {
+  std::vector<int64_t> key(row.order_key().begin(), row.order_key().end());
+  stages_[stage].pending.emplace(std::move(key), std::move(row));
+}
+
 ShardSpec Job::ShardOfLocked(int stage, int64_t local) const {
   if (stage == 0) return plan_.Shard(local);
   const int64_t rows = static_cast<int64_t>(stages_[stage].rows.size());
@@ -311,14 +318,11 @@ void Job::AdvanceStagesLocked() {
     const StepSpec& barrier = pipeline.BarrierStep(stage);
     auto end = bound.has_value() ? from.pending.lower_bound(*bound)
                                  : from.pending.end();
+    // Released in output order, so the first of equal rows is kept.
     for (auto it = from.pending.begin(); it != end; ++it) {
-      // Shards fail the rows without a key before they reach here.
-      absl::StatusOr<std::string> key =
-          DuplicateKey(barrier.drop_duplicates, it->second.columns());
-      if (key.ok() && !from.released_keys.insert(*std::move(key)).second) {
-        continue;
+      if (from.released->Keep(it->second)) {
+        to.rows.push_back(std::move(it->second));
       }
-      to.rows.push_back(std::move(it->second));
     }
     from.pending.erase(from.pending.begin(), end);
     if (!bound.has_value() && !to.input_complete) {
@@ -352,8 +356,7 @@ void Job::CutShardsLocked(int stage) {
     // Committed before a restart: what it carried to its barrier is in the
     // log.
     for (PipelineRow& row : tally_.TakeStageRows(index, index + 1)) {
-      std::vector<int64_t> key(row.order_key().begin(), row.order_key().end());
-      state.pending.emplace(std::move(key), std::move(row));
+      AddPendingLocked(stage, std::move(row));
     }
   }
 }
@@ -543,11 +546,7 @@ std::vector<v1::JobEvent> Job::PipelineEventsLocked(const ShardSpec& shard,
   const bool last = pipeline.IsLastStage(stage);
   std::vector<v1::JobEvent> group;
   if (!last) {
-    for (const PipelineRow& row : outcome.rows) {
-      stages_[stage].pending.emplace(
-          std::vector<int64_t>(row.order_key().begin(), row.order_key().end()),
-          row);
-    }
+    for (const PipelineRow& row : outcome.rows) AddPendingLocked(stage, row);
   }
   AddPipelineRowEvents(shard, last, std::move(outcome.rows),
                        std::move(outcome.steps), group);

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -183,6 +182,9 @@ class Job : public std::enable_shared_from_this<Job> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ShardSpec ShardOfLocked(int stage, int64_t local) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A row that reached stage `stage`'s barrier, to wait for its release.
+  void AddPendingLocked(int stage, PipelineRow row)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the first stage's cursor past shards committed before this
   // process ran the job.
   void SkipCommittedFirstStageShardsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -208,7 +210,7 @@ class Job : public std::enable_shared_from_this<Job> {
     // Rows that reached the stage's barrier, waiting to be released into
     // the next stage, by order key; and the drop_duplicates keys released.
     std::multimap<std::vector<int64_t>, PipelineRow> pending;
-    absl::flat_hash_set<std::string> released_keys;
+    std::optional<DuplicateFilter> released;  // stages with a barrier
   };
 
   mutable absl::Mutex mu_;

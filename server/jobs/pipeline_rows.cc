@@ -230,18 +230,20 @@ std::vector<PipelineRowFailure> TakeRowsWithoutKey(
   return failed;
 }
 
+bool DuplicateFilter::Keep(const PipelineRow& row) {
+  absl::StatusOr<std::string> key =
+      DuplicateKey(step_->drop_duplicates, row.columns());
+  return !key.ok() || seen_.insert(*std::move(key)).second;
+}
+
 std::vector<PipelineRow> DropDuplicates(const StepSpec& step,
                                         std::vector<PipelineRow> rows) {
   std::stable_sort(rows.begin(), rows.end(), OrderKeyLess);
-  absl::flat_hash_set<std::string> seen;
+  DuplicateFilter filter(step);
   std::vector<PipelineRow> kept;
   kept.reserve(rows.size());
   for (PipelineRow& row : rows) {
-    absl::StatusOr<std::string> key =
-        DuplicateKey(step.drop_duplicates, row.columns());
-    // TakeRowsWithoutKey left only rows with every key column.
-    if (key.ok() && !seen.insert(*std::move(key)).second) continue;
-    kept.push_back(std::move(row));
+    if (filter.Keep(row)) kept.push_back(std::move(row));
   }
   return kept;
 }

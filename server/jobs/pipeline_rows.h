@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "google/protobuf/struct.pb.h"
@@ -62,9 +63,21 @@ StepOutput ExpandGenerations(
     std::vector<absl::StatusOr<std::vector<std::string>>> texts,
     const std::vector<int>& attempts);
 
+// drop_duplicates over rows given in output order: keeps a row unless an
+// earlier one had the same values in the step's columns. Rows must have the
+// columns (TakeRowsWithoutKey fails those that do not, at their shard).
+class DuplicateFilter {
+ public:
+  explicit DuplicateFilter(const StepSpec& step) : step_(&step) {}
+  bool Keep(const PipelineRow& row);
+
+ private:
+  const StepSpec* step_;
+  absl::flat_hash_set<std::string> seen_;
+};
+
 // The rows of a barrier step, sorted into output order, with only the first
-// of each run of equal drop_duplicates values kept. Every row must have the
-// columns (KeyFailures below fails those that do not, at their shard).
+// of each run of equal drop_duplicates values kept.
 std::vector<PipelineRow> DropDuplicates(const StepSpec& step,
                                         std::vector<PipelineRow> rows);
 

@@ -97,9 +97,9 @@ std::optional<std::string> ReplyBook::Find(
       }
     }
     if (matches) {
-      return absl::StrReplaceAll(
-          entry.reply, {{"{{i}}", absl::StrCat(sample_index)},
-                        {"{{prompt_hash}}", PromptHash(texts)}});
+      return absl::StrReplaceAll(entry.reply,
+                                 {{"{{i}}", absl::StrCat(sample_index)},
+                                  {"{{prompt_hash}}", PromptHash(texts)}});
     }
   }
   return std::nullopt;

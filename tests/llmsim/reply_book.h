@@ -5,7 +5,8 @@
 // prompt (for chat, in some message's content); the first line that matches
 // gives the reply, with "{{i}}" replaced by the sample index, so that n > 1
 // gives distinct replies, and "{{prompt_hash}}" by 8 hex digits of a hash
-// of the prompt, so that different prompts get different replies. A request no line matches gets the echo reply.
+// of the prompt, so that different prompts get different replies. A request no
+// line matches gets the echo reply.
 #ifndef SDG_TESTS_LLMSIM_REPLY_BOOK_H_
 #define SDG_TESTS_LLMSIM_REPLY_BOOK_H_
 
