@@ -54,6 +54,30 @@ ABSL_FLAG(std::string, on_shutdown, "suspend",
           "after --shutdown_grace: suspend running jobs (they resume on the "
           "next start) or cancel them");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain for the gRPC port (with --tls_key: TLS); "
+          "re-read when it changes");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: clients must present a certificate it signed "
+          "(mTLS)");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Minutes(1),
+          "how often the TLS files are checked for a new certificate");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "lines 'TENANT sha256:HEX' (the SHA-256 of each tenant's token); "
+          "callers send 'authorization: Bearer TOKEN'; re-read when it "
+          "changes (empty: no authentication, one shared tenant)");
+ABSL_FLAG(std::string, admin_tenant, "admin",
+          "the tenant (in --auth_tokens_file) that sees and cancels every "
+          "tenant's jobs");
+ABSL_FLAG(int, tenant_max_jobs, 0,
+          "jobs one tenant runs at once; more wait in the queue (0: "
+          "--max_jobs)");
+ABSL_FLAG(int, tenant_max_queued_jobs, 0,
+          "jobs one tenant has waiting; beyond, RESOURCE_EXHAUSTED (0: "
+          "--max_queued_jobs)");
+ABSL_FLAG(bool, reflection, true,
+          "serve gRPC reflection (grpcurl list/describe) to every caller");
 ABSL_FLAG(int, max_request_mib, 256,
           "largest GenerateJob request (the inline dataset), in MiB");
 
@@ -86,6 +110,16 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.scheduler.max_workers = absl::GetFlag(FLAGS_max_workers);
   options.scheduler.max_jobs = absl::GetFlag(FLAGS_max_jobs);
   options.scheduler.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
+  options.scheduler.tenant_max_jobs = absl::GetFlag(FLAGS_tenant_max_jobs);
+  options.scheduler.tenant_max_queued_jobs =
+      absl::GetFlag(FLAGS_tenant_max_queued_jobs);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.tls.refresh_interval = absl::GetFlag(FLAGS_tls_refresh_interval);
+  options.auth.tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  options.auth.admin_tenant = absl::GetFlag(FLAGS_admin_tenant);
+  options.reflection = absl::GetFlag(FLAGS_reflection);
   options.http.connect_timeout = absl::GetFlag(FLAGS_backend_connect_timeout);
   options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
   options.service.job_retention = absl::GetFlag(FLAGS_job_retention);
@@ -188,6 +222,11 @@ int main(int argc, char** argv) {
        {"backends", options->backends.size()},
        {"max_workers", options->scheduler.max_workers},
        {"state_dir", options->ephemeral ? "(ephemeral)" : options->state_dir},
+       {"tls", !options->tls.enabled() ? "off"
+               : options->tls.mutual() ? "mtls"
+                                       : "tls"},
+       {"auth", options->auth.tokens_file.empty() ? "off" : "tokens"},
+       {"reflection", options->reflection},
        {"jobs_resumed", (*server)->resumed_jobs()}});
   {
     absl::MutexLock lock(&running_mu);

@@ -11,18 +11,57 @@
 #include "server/jobs/sqlite_job_store.h"
 
 namespace sdg {
+namespace {
+
+// Reflection on or off for one ServerBuilder. Linking grpc++_reflection
+// registers its plugin for every builder at static initialization, so off
+// means taking it out again.
+class ReflectionOption final : public grpc::ServerBuilderOption {
+ public:
+  explicit ReflectionOption(bool enabled) : enabled_(enabled) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    const std::string name =
+        grpc::reflection::ProtoServerReflectionPlugin().name();
+    std::erase_if(*plugins, [&name](const auto& plugin) {
+      return plugin->name() == name;
+    });
+    if (enabled_) {
+      plugins->push_back(
+          std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+    }
+  }
+
+ private:
+  const bool enabled_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   if (options.backends.empty()) {
     return absl::InvalidArgumentError(
         "no backend configured: pass --backend NAME=http://HOST:PORT/v1");
   }
-  if (options.scheduler.max_workers < 1 || options.scheduler.max_jobs < 1 ||
-      options.scheduler.max_queued_jobs < 0) {
+  Scheduler::Options& scheduling = options.scheduler;
+  if (scheduling.max_workers < 1 || scheduling.max_jobs < 1 ||
+      scheduling.max_queued_jobs < 0 || scheduling.tenant_max_jobs < 0 ||
+      scheduling.tenant_max_queued_jobs < 0) {
     return absl::InvalidArgumentError(
-        "--max_workers and --max_jobs must be at least 1, --max_queued_jobs "
-        "at least 0");
+        "--max_workers and --max_jobs must be at least 1, --max_queued_jobs, "
+        "--tenant_max_jobs and --tenant_max_queued_jobs at least 0");
   }
+  // 0: a tenant may use what the server has.
+  if (scheduling.tenant_max_jobs == 0) {
+    scheduling.tenant_max_jobs = scheduling.max_jobs;
+  }
+  if (scheduling.tenant_max_queued_jobs == 0) {
+    scheduling.tenant_max_queued_jobs = scheduling.max_queued_jobs;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
   std::unique_ptr<Server> server(new Server());
   server->options_ = std::move(options);
   const ServerOptions& opts = server->options_;
@@ -62,6 +101,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     server->store_ = *std::move(store);
   }
 
+  absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =
+      Authenticator::Create(opts.auth, server->metrics_);
+  if (!authenticator.ok()) return authenticator.status();
+  server->authenticator_ = *std::move(authenticator);
+
   server->metrics_.Workers(opts.scheduler.max_workers);
   server->options_.service.backend_models =
       [backends = backends_by_name](const std::string& name) {
@@ -79,8 +123,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   server->scheduler_ = std::make_unique<Scheduler>(
       opts.scheduler, *server->runner_, *server->http_, server->metrics_);
   server->service_ = std::make_unique<GenerationService>(
-      opts.service, std::move(backend_names), *server->scheduler_,
-      *server->store_, server->metrics_);
+      opts.service, std::move(backend_names), *server->authenticator_,
+      *server->scheduler_, *server->store_, server->metrics_);
   // Before the port opens: a client never sees a stored job as NOT_FOUND.
   absl::StatusOr<int> resumed = server->service_->ResumeStoredJobs();
   if (!resumed.ok()) return resumed.status();
@@ -91,10 +135,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   // health.proto's lets reflection describe grpc.health.v1.Health, so that
   // grpcurl and deploy/smoke.sh can call it knowing no .proto file.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(opts.listen, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.SetOption(std::make_unique<ReflectionOption>(opts.reflection));
+  builder.AddListeningPort(opts.listen, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   builder.SetMaxReceiveMessageSize(opts.max_request_bytes);
   server->grpc_server_ = builder.BuildAndStart();
@@ -107,6 +150,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       server->grpc_server_->GetHealthCheckService();
   for (const char* service : {"", kServiceName, kLivenessService}) {
     health->SetServingStatus(service, true);
+  }
+  if (!opts.tls.enabled() && !IsLoopbackAddress(opts.listen)) {
+    Log(LogLevel::kWarning,
+        "gRPC port is plaintext and reachable beyond this host: requests, "
+        "rows and tokens cross the network unencrypted; set --tls_cert and "
+        "--tls_key (or listen on 127.0.0.1 behind a TLS proxy)",
+        {{"listen", opts.listen}});
+  }
+  if (!server->authenticator_->enabled() && !IsLoopbackAddress(opts.listen)) {
+    Log(LogLevel::kWarning,
+        "no --auth_tokens_file: every caller can see and cancel every job",
+        {{"listen", opts.listen}});
   }
   return server;
 }

@@ -12,7 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/api/authenticator.h"
 #include "server/api/generation_service.h"
+#include "server/api/transport_security.h"
 #include "server/backend/backend.h"
 #include "server/http/http_client.h"
 #include "server/jobs/job_store.h"
@@ -30,7 +32,15 @@ inline constexpr char kLivenessService[] = "liveness";
 
 struct ServerOptions {
   std::string listen = "0.0.0.0:50051";
+  // Its own port, so that a NetworkPolicy can open it to the monitoring
+  // namespace alone; it serves counts, never a tenant's or a job's data.
   std::string metrics_listen = "0.0.0.0:9464";
+  TlsOptions tls;
+  Authenticator::Options auth;
+  // grpc.reflection.v1alpha, open to every caller like health (grpcurl's
+  // list and describe, deploy/smoke.sh); off for operators who want the
+  // API's shape closed.
+  bool reflection = true;
   // Largest GenerateJob request (inline datasets are big); gRPC's default is
   // 4 MiB.
   int max_request_bytes = 256 << 20;
@@ -83,6 +93,7 @@ class Server {
   // Before the scheduler and the service: their jobs write to it until they
   // are destroyed.
   std::unique_ptr<JobStore> store_;
+  std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ShardRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<GenerationService> service_;

@@ -10,15 +10,23 @@
 namespace sdg {
 
 DatasetUploadReactor* DatasetUploadReactor::Start(JobStore& store,
+                                                  std::string tenant,
                                                   v1::Dataset* response) {
-  return new DatasetUploadReactor(store, response);
+  auto* reactor = new DatasetUploadReactor(store, std::move(tenant), response);
+  reactor->StartRead(&reactor->chunk_);
+  return reactor;
 }
 
-DatasetUploadReactor::DatasetUploadReactor(JobStore& store,
-                                           v1::Dataset* response)
-    : store_(store), response_(response) {
-  StartRead(&chunk_);
+DatasetUploadReactor* DatasetUploadReactor::Refuse(JobStore& store,
+                                                   const absl::Status& status) {
+  auto* reactor = new DatasetUploadReactor(store, "", nullptr);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
+
+DatasetUploadReactor::DatasetUploadReactor(JobStore& store, std::string tenant,
+                                           v1::Dataset* response)
+    : store_(store), tenant_(std::move(tenant)), response_(response) {}
 
 void DatasetUploadReactor::OnReadDone(bool ok) {
   absl::Status status = ok ? Take(chunk_) : Complete();
@@ -74,6 +82,7 @@ absl::Status DatasetUploadReactor::Complete() {
   if (!dataset.ok()) return dataset.status();
   StoredDataset stored;
   stored.dataset.set_dataset_id(dataset_id_);
+  stored.tenant = tenant_;
   stored.dataset.set_rows(builder_->info().rows);
   stored.dataset.set_bytes(decoder_.bytes());
   stored.dataset.set_sha256(sha256_.HexDigest());
@@ -83,6 +92,7 @@ absl::Status DatasetUploadReactor::Complete() {
   *response_ = stored.dataset;
   Log(LogLevel::kInfo, "dataset uploaded",
       {{"dataset_id", dataset_id_},
+       {"tenant", tenant_},
        {"rows", stored.dataset.rows()},
        {"bytes", stored.dataset.bytes()}});
   return absl::OkStatus();

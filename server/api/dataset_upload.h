@@ -24,13 +24,20 @@ class DatasetUploadReactor final
   // ThreadSanitizer's suppressions name this frame for gRPC filling
   // `chunk_` on its own thread after a handoff inside libgrpc (see
   // tests/tsan/suppressions.txt), as for JobStreamReactor::Allocate.
-  static DatasetUploadReactor* Start(JobStore& store, v1::Dataset* response);
+  // The upload belongs to `tenant`: only its jobs can name it.
+  static DatasetUploadReactor* Start(JobStore& store, std::string tenant,
+                                     v1::Dataset* response);
+  // Ends the call with `status` at once, reading nothing (a caller that is
+  // not authenticated).
+  static DatasetUploadReactor* Refuse(JobStore& store,
+                                      const absl::Status& status);
 
   void OnReadDone(bool ok) override;
   void OnDone() override { delete this; }
 
  private:
-  DatasetUploadReactor(JobStore& store, v1::Dataset* response);
+  DatasetUploadReactor(JobStore& store, std::string tenant,
+                       v1::Dataset* response);
   // Takes one chunk; an error ends the upload.
   absl::Status Take(const v1::DatasetChunk& chunk);
   // The client has sent everything.
@@ -38,6 +45,7 @@ class DatasetUploadReactor final
   void End(const absl::Status& status);
 
   JobStore& store_;
+  const std::string tenant_;
   v1::Dataset* const response_;
   // Only touched by OnReadDone, which gRPC never runs twice at once.
   v1::DatasetChunk chunk_;

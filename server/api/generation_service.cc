@@ -28,38 +28,60 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
   return reactor;
 }
 
-// A unary method on raw bytes: decodes the request, runs `handle` and
-// answers with its status and, if OK, its response.
+// A unary method on raw bytes from a known caller: decodes the request,
+// runs `handle` and answers with its status and, if OK, its response.
 template <typename Request, typename Response>
 grpc::ServerUnaryReactor* AnswerDecoded(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer& raw_request,
-    grpc::ByteBuffer* raw_response,
-    absl::FunctionRef<absl::Status(const Request&, Response&)> handle) {
+    grpc::CallbackServerContext* context, const absl::StatusOr<Caller>& caller,
+    const grpc::ByteBuffer& raw_request, grpc::ByteBuffer* raw_response,
+    absl::FunctionRef<absl::Status(const Caller&, const Request&, Response&)>
+        handle) {
+  if (!caller.ok()) return Answer(context, caller.status());
   Request request;
   absl::Status status = DecodeRequest(raw_request, request);
   if (status.ok()) {
     Response response;
-    status = handle(request, response);
+    status = handle(*caller, request, response);
     if (status.ok()) *raw_response = EncodeMessage(response);
   }
   return Answer(context, status);
+}
+
+// What a caller sees for a job id that another tenant took: the same words
+// whoever holds it, so that the answer tells nothing of the other job.
+absl::Status JobIdTaken(const std::string& job_id) {
+  return absl::AlreadyExistsError(
+      absl::StrCat("job_id: a job ", Quoted(job_id),
+                   " already exists with a different request; choose "
+                   "another id or leave job_id empty"));
 }
 
 }  // namespace
 
 GenerationService::GenerationService(const Options& options,
                                      BackendNames backends,
+                                     Authenticator& authenticator,
                                      Scheduler& scheduler, JobStore& store,
                                      Metrics& metrics)
     : options_(options),
       backends_(std::move(backends)),
+      authenticator_(authenticator),
       scheduler_(scheduler),
       store_(store),
       metrics_(metrics),
       registry_(options.job_retention, store) {}
 
+absl::StatusOr<Caller> GenerationService::Identify(
+    const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return authenticator_.Authenticate(std::nullopt);
+  return authenticator_.Authenticate(
+      absl::string_view(it->second.data(), it->second.size()));
+}
+
 absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
-    const DecodedJobRequest& decoded) {
+    const Caller& caller, const DecodedJobRequest& decoded) {
   const v1::GenerateJobRequest& request = decoded.fields;
   {
     absl::MutexLock lock(&mu_);
@@ -70,14 +92,16 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   }
   const std::string digest = RequestDigest(request, decoded.rows);
   if (!request.job_id().empty()) {
+    // Ids are one namespace for every tenant; only the tenant that made a
+    // job attaches to it by sending the same request again.
     if (absl::StatusOr<std::shared_ptr<Job>> existing =
-            registry_.Find(request.job_id());
+            registry_.Find(request.job_id(), Caller{.admin = true});
         existing.ok()) {
-      if ((*existing)->request_digest() == digest) return existing;
-      return absl::AlreadyExistsError(
-          absl::StrCat("job_id: a job ", Quoted(request.job_id()),
-                       " already exists with a different request; choose "
-                       "another id or leave job_id empty"));
+      if ((*existing)->tenant() == caller.tenant &&
+          (*existing)->request_digest() == digest) {
+        return existing;
+      }
+      return JobIdTaken(request.job_id());
     }
   }
   absl::StatusOr<JobSpec> spec =
@@ -90,6 +114,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
         {{"job_id", Quoted(request.job_id())},
+         {"tenant", caller.tenant},
          {"error", std::string(valid.message())}});
     return valid;
   }
@@ -103,7 +128,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
     }
   }
   absl::StatusOr<std::shared_ptr<Job>> job =
-      AdmitNew(decoded, digest, *std::move(spec));
+      AdmitNew(caller, decoded, digest, *std::move(spec));
   absl::MutexLock lock(&mu_);
   admitting_.erase(job_id);
   return job;
@@ -151,20 +176,23 @@ absl::Status GenerationService::ChooseModel(absl::string_view field,
 }
 
 absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
-    const DecodedJobRequest& decoded, const std::string& digest, JobSpec spec) {
+    const Caller& caller, const DecodedJobRequest& decoded,
+    const std::string& digest, JobSpec spec) {
   const v1::GenerateJobRequest& request = decoded.fields;
   const std::string job_id = spec.job_id;
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
-      StoreDataset(decoded, spec);
+      StoreDataset(caller, decoded, spec);
   if (!dataset.ok()) {
     store_.DiscardJobDataset(job_id);
     Log(LogLevel::kInfo, "job rejected",
         {{"job_id", job_id},
+         {"tenant", caller.tenant},
          {"error", std::string(dataset.status().message())}});
     return dataset.status();
   }
   JobRecord record;
   record.job_id = job_id;
+  record.tenant = caller.tenant;
   record.request = request;  // without rows: they are the dataset now
   record.request.set_job_id(job_id);
   // As run: a resumed job asks the model chosen now.
@@ -204,26 +232,33 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
   });
   if (absl::Status added = registry_.Add(job); !added.ok()) {
     (void)store_.RemoveJob(job_id);
-    return added;
+    // Another tenant's job may have taken the id meanwhile.
+    return added.code() == absl::StatusCode::kAlreadyExists ? JobIdTaken(job_id)
+                                                            : added;
   }
   if (absl::Status admitted = scheduler_.Submit(job); !admitted.ok()) {
     registry_.Remove(job_id);
     (void)store_.RemoveJob(job_id);
     Log(LogLevel::kWarning, "job rejected",
-        {{"job_id", job_id}, {"error", std::string(admitted.message())}});
+        {{"job_id", job_id},
+         {"tenant", caller.tenant},
+         {"error", std::string(admitted.message())}});
     return admitted;
   }
   return job;
 }
 
 absl::StatusOr<std::shared_ptr<Dataset>> GenerationService::StoreDataset(
-    const DecodedJobRequest& decoded, const JobSpec& spec) {
+    const Caller& caller, const DecodedJobRequest& decoded,
+    const JobSpec& spec) {
   const v1::GenerateJobRequest& request = decoded.fields;
   const absl::string_view source = DatasetSource(request);
   if (!request.dataset_id().empty()) {
     absl::StatusOr<StoredDataset> upload =
         store_.FindUpload(request.dataset_id());
     if (!upload.ok()) return upload.status();
+    // Another tenant's upload is as absent as one never made.
+    if (!caller.Owns(upload->tenant)) return NoSuchUpload(request.dataset_id());
     if (absl::Status s = ValidateDataset(spec, upload->info, source); !s.ok()) {
       return s;
     }
@@ -379,16 +414,21 @@ absl::Status GenerationService::Restore(JobRecord record) {
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  absl::StatusOr<Caller> caller = Identify(*context);
+  if (!caller.ok()) {
+    return JobStreamReactor::Reject(ToGrpcStatus(caller.status()));
+  }
   DecodedJobRequest decoded;
   if (absl::Status s = DecodeGenerateJobRequest(*request, decoded); !s.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(s));
   }
-  return StartGenerateJob(context, decoded);
+  return StartGenerateJob(context, *caller, decoded);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartGenerateJob(
-    grpc::CallbackServerContext* context, const DecodedJobRequest& decoded) {
-  absl::StatusOr<std::shared_ptr<Job>> job = Admit(decoded);
+    grpc::CallbackServerContext* context, const Caller& caller,
+    const DecodedJobRequest& decoded) {
+  absl::StatusOr<std::shared_ptr<Job>> job = Admit(caller, decoded);
   if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
   absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
       (*job)->log()->Read(0);
@@ -421,10 +461,12 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartGenerateJob(
 grpc::ServerUnaryReactor* GenerationService::CreateJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
+  absl::StatusOr<Caller> caller = Identify(*context);
+  if (!caller.ok()) return Answer(context, caller.status());
   DecodedJobRequest decoded;
   absl::Status status = DecodeGenerateJobRequest(*request, decoded);
   if (status.ok()) {
-    absl::StatusOr<std::shared_ptr<Job>> admitted = Admit(decoded);
+    absl::StatusOr<std::shared_ptr<Job>> admitted = Admit(*caller, decoded);
     if (admitted.ok()) *response = EncodeMessage(Describe(**admitted));
     status = admitted.status();
   }
@@ -433,16 +475,21 @@ grpc::ServerUnaryReactor* GenerationService::CreateJob(
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  absl::StatusOr<Caller> caller = Identify(*context);
+  if (!caller.ok()) {
+    return JobStreamReactor::Reject(ToGrpcStatus(caller.status()));
+  }
   v1::WatchJobRequest decoded;
   if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(s));
   }
-  return StartWatchJob(decoded);
+  return StartWatchJob(*caller, decoded);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
-    const v1::WatchJobRequest& request) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request.job_id());
+    const Caller& caller, const v1::WatchJobRequest& request) {
+  absl::StatusOr<std::shared_ptr<Job>> job =
+      registry_.Find(request.job_id(), caller);
   if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
   absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
       (*job)->log()->Read(request.after_sequence());
@@ -454,8 +501,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
 
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     grpc::CallbackServerContext* context, v1::Dataset* response) {
+  absl::StatusOr<Caller> caller = Identify(*context);
+  if (!caller.ok())
+    return DatasetUploadReactor::Refuse(store_, caller.status());
   PruneUploads();
-  return DatasetUploadReactor::Start(store_, response);
+  return DatasetUploadReactor::Start(store_, caller->tenant, response);
 }
 
 void GenerationService::PruneUploads() {
@@ -477,10 +527,11 @@ v1::Job GenerationService::Describe(const Job& job) const {
   return described;
 }
 
-absl::Status GenerationService::WithJob(const std::string& job_id,
+absl::Status GenerationService::WithJob(const Caller& caller,
+                                        const std::string& job_id,
                                         v1::Job& response,
                                         absl::FunctionRef<void(Job&)> action) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id);
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id, caller);
   if (!job.ok()) return job.status();
   action(**job);
   response = Describe(**job);
@@ -491,9 +542,12 @@ grpc::ServerUnaryReactor* GenerationService::CancelJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return AnswerDecoded<v1::CancelJobRequest, v1::Job>(
-      context, *request, response,
-      [this](const v1::CancelJobRequest& request, v1::Job& job) {
-        return WithJob(request.job_id(), job, [](Job& job) {
+      context, Identify(*context), *request, response,
+      [this](const Caller& caller, const v1::CancelJobRequest& request,
+             v1::Job& job) {
+        return WithJob(caller, request.job_id(), job, [&caller](Job& job) {
+          Log(LogLevel::kInfo, "job cancel requested",
+              {{"job_id", job.id()}, {"by_tenant", caller.tenant}});
           job.Cancel(absl::CancelledError("cancelled by CancelJob"));
         });
       });
@@ -503,9 +557,10 @@ grpc::ServerUnaryReactor* GenerationService::GetJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return AnswerDecoded<v1::GetJobRequest, v1::Job>(
-      context, *request, response,
-      [this](const v1::GetJobRequest& request, v1::Job& job) {
-        return WithJob(request.job_id(), job, [](Job&) {});
+      context, Identify(*context), *request, response,
+      [this](const Caller& caller, const v1::GetJobRequest& request,
+             v1::Job& job) {
+        return WithJob(caller, request.job_id(), job, [](Job&) {});
       });
 }
 
@@ -513,14 +568,15 @@ grpc::ServerUnaryReactor* GenerationService::ListJobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return AnswerDecoded<v1::ListJobsRequest, v1::ListJobsResponse>(
-      context, *request, response,
-      [this](const v1::ListJobsRequest& request,
+      context, Identify(*context), *request, response,
+      [this](const Caller& caller, const v1::ListJobsRequest& request,
              v1::ListJobsResponse& response) {
-        return ListJobsPage(request, response);
+        return ListJobsPage(caller, request, response);
       });
 }
 
-absl::Status GenerationService::ListJobsPage(const v1::ListJobsRequest& request,
+absl::Status GenerationService::ListJobsPage(const Caller& caller,
+                                             const v1::ListJobsRequest& request,
                                              v1::ListJobsResponse& response) {
   if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
     return absl::InvalidArgumentError(
@@ -532,7 +588,7 @@ absl::Status GenerationService::ListJobsPage(const v1::ListJobsRequest& request,
         absl::StrCat("state: unknown value ", request.state()));
   }
   absl::StatusOr<JobRegistry::Page> page = registry_.ListPage(
-      request.page_token(),
+      caller, request.page_token(),
       request.page_size() == 0 ? kDefaultPageSize : request.page_size(),
       request.state());
   if (!page.ok()) return page.status();
@@ -547,15 +603,17 @@ grpc::ServerUnaryReactor* GenerationService::DeleteJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return AnswerDecoded<v1::DeleteJobRequest, google::protobuf::Empty>(
-      context, *request, response,
-      [this](const v1::DeleteJobRequest& request, google::protobuf::Empty&) {
-        return DeleteFinishedJob(request);
+      context, Identify(*context), *request, response,
+      [this](const Caller& caller, const v1::DeleteJobRequest& request,
+             google::protobuf::Empty&) {
+        return DeleteFinishedJob(caller, request);
       });
 }
 
 absl::Status GenerationService::DeleteFinishedJob(
-    const v1::DeleteJobRequest& request) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(request.job_id());
+    const Caller& caller, const v1::DeleteJobRequest& request) {
+  absl::StatusOr<std::shared_ptr<Job>> job =
+      registry_.Find(request.job_id(), caller);
   if (!job.ok()) return job.status();
   if (!(*job)->IsFinished() ||
       (*job)->Snapshot().state() == v1::JOB_STATE_SUSPENDED) {
@@ -565,7 +623,8 @@ absl::Status GenerationService::DeleteFinishedJob(
   }
   registry_.Remove(request.job_id());
   absl::Status removed = store_.RemoveJob(request.job_id());
-  Log(LogLevel::kInfo, "job deleted", {{"job_id", request.job_id()}});
+  Log(LogLevel::kInfo, "job deleted",
+      {{"job_id", request.job_id()}, {"by_tenant", caller.tenant}});
   return removed;
 }
 

@@ -1,6 +1,8 @@
 // sdg.v1.GenerationService on gRPC's callback API: validates requests,
 // stores jobs and their datasets, hands them to the scheduler and streams
 // their committed events back; on start, resumes the jobs the store holds.
+// Every method first asks the Authenticator who calls: a job and an upload
+// belong to the tenant that made them.
 #ifndef SDG_SERVER_API_GENERATION_SERVICE_H_
 #define SDG_SERVER_API_GENERATION_SERVICE_H_
 
@@ -11,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "sdg/v1/generation.grpc.pb.h"
+#include "server/api/authenticator.h"
 #include "server/api/job_registry.h"
 #include "server/api/wire.h"
 #include "server/jobs/job_spec.h"
@@ -50,7 +53,8 @@ class GenerationService final : public GenerationServiceBase {
 
   // `backends`: the names of the server's backends, the default first.
   GenerationService(const Options& options, BackendNames backends,
-                    Scheduler& scheduler, JobStore& store, Metrics& metrics);
+                    Authenticator& authenticator, Scheduler& scheduler,
+                    JobStore& store, Metrics& metrics);
 
   // Lists the store's jobs and resumes those that were QUEUED or RUNNING.
   // Returns how many were resumed.
@@ -91,17 +95,21 @@ class GenerationService final : public GenerationServiceBase {
  private:
   // A job for a request: a new one, or the existing job the same request
   // made before (idempotent submit).
-  absl::StatusOr<std::shared_ptr<Job>> Admit(const DecodedJobRequest& request);
+  absl::StatusOr<std::shared_ptr<Job>> Admit(const Caller& caller,
+                                             const DecodedJobRequest& request);
+  // The call's caller, from its authorization metadata.
+  absl::StatusOr<Caller> Identify(const grpc::CallbackServerContext& context);
   // A block (or a pipeline's LLM step) with no model gets its backend's one
   // model, or the error, naming `field`, lists what the backend has.
   absl::Status ChooseModels(JobSpec& spec) const;
   absl::Status ChooseModel(absl::string_view field, v1::Block& block) const;
   absl::StatusOr<std::shared_ptr<Job>> AdmitNew(
-      const DecodedJobRequest& request, const std::string& digest,
-      JobSpec spec);
+      const Caller& caller, const DecodedJobRequest& request,
+      const std::string& digest, JobSpec spec);
   // Writes (or links) the request's dataset into the store for the job.
   absl::StatusOr<std::shared_ptr<Dataset>> StoreDataset(
-      const DecodedJobRequest& request, const JobSpec& spec);
+      const Caller& caller, const DecodedJobRequest& request,
+      const JobSpec& spec);
   // A dataset_path made absolute, inside --data_root.
   absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path) const;
   // Removes uploads older than the retention (each upload and each start).
@@ -111,22 +119,26 @@ class GenerationService final : public GenerationServiceBase {
 
   // The methods on decoded requests.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StartGenerateJob(
-      grpc::CallbackServerContext* context, const DecodedJobRequest& request);
+      grpc::CallbackServerContext* context, const Caller& caller,
+      const DecodedJobRequest& request);
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatchJob(
-      const v1::WatchJobRequest& request);
-  absl::Status ListJobsPage(const v1::ListJobsRequest& request,
+      const Caller& caller, const v1::WatchJobRequest& request);
+  absl::Status ListJobsPage(const Caller& caller,
+                            const v1::ListJobsRequest& request,
                             v1::ListJobsResponse& response);
-  absl::Status DeleteFinishedJob(const v1::DeleteJobRequest& request);
+  absl::Status DeleteFinishedJob(const Caller& caller,
+                                 const v1::DeleteJobRequest& request);
   // The job as a client sees it: its snapshot, and whether its backend is
   // down while it runs.
   v1::Job Describe(const Job& job) const;
-  // Finds the job (NOT_FOUND otherwise), applies `action` to it and gives
-  // its snapshot.
-  absl::Status WithJob(const std::string& job_id, v1::Job& response,
-                       absl::FunctionRef<void(Job&)> action);
+  // Finds the caller's job (NOT_FOUND otherwise), applies `action` to it
+  // and gives its snapshot.
+  absl::Status WithJob(const Caller& caller, const std::string& job_id,
+                       v1::Job& response, absl::FunctionRef<void(Job&)> action);
 
   const Options options_;
   const BackendNames backends_;
+  Authenticator& authenticator_;
   Scheduler& scheduler_;
   JobStore& store_;
   Metrics& metrics_;

@@ -23,11 +23,11 @@ absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
 }
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
-    const std::string& job_id) {
+    const std::string& job_id, const Caller& caller) {
   absl::MutexLock lock(&mu_);
   PruneLocked();
   auto it = positions_.find(job_id);
-  if (it == positions_.end()) {
+  if (it == positions_.end() || !caller.Owns(jobs_.at(it->second)->tenant())) {
     return absl::NotFoundError(
         absl::StrCat("no job ", Quoted(job_id), " (finished jobs are kept for ",
                      absl::FormatDuration(retention_), ")"));
@@ -59,7 +59,8 @@ void JobRegistry::Remove(const std::string& job_id) {
 }
 
 absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
-    const std::string& page_token, int size, v1::JobState state) {
+    const Caller& caller, const std::string& page_token, int size,
+    v1::JobState state) {
   uint64_t after = 0;
   if (!page_token.empty() && !absl::SimpleAtoi(page_token, &after)) {
     return absl::InvalidArgumentError(
@@ -69,6 +70,7 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
   PruneLocked();
   Page page;
   for (auto it = jobs_.upper_bound(after); it != jobs_.end(); ++it) {
+    if (!caller.Owns(it->second->tenant())) continue;
     if (state != v1::JOB_STATE_UNSPECIFIED &&
         it->second->Snapshot().state() != state) {
       continue;

@@ -1,6 +1,8 @@
 // The jobs this server knows: running ones and, for a retention period,
 // finished ones (for GetJob, ListJobs, WatchJob and CancelJob). A finished
-// job past its retention is removed from the store as well.
+// job past its retention is removed from the store as well. A caller finds
+// only the jobs it owns (authenticator.h): another tenant's job is NOT_FOUND,
+// as if it did not exist.
 #ifndef SDG_SERVER_API_JOB_REGISTRY_H_
 #define SDG_SERVER_API_JOB_REGISTRY_H_
 
@@ -14,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/api/authenticator.h"
 #include "server/jobs/job.h"
 #include "server/jobs/job_store.h"
 
@@ -26,22 +29,25 @@ class JobRegistry {
 
   // ALREADY_EXISTS if a listed job has the same id.
   absl::Status Add(std::shared_ptr<Job> job);
-  // NOT_FOUND naming the id.
-  absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& job_id);
+  // NOT_FOUND naming the id, also when the job is not the caller's. For
+  // admission, Find(id, Caller{.admin = true}) sees every job.
+  absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& job_id,
+                                            const Caller& caller);
   // Oldest first.
   std::vector<std::shared_ptr<Job>> List();
   std::vector<std::shared_ptr<Job>> Unfinished();
   // Forgets a job (a job that was never admitted, or a deleted one).
   void Remove(const std::string& job_id);
 
-  // Up to `size` jobs in `state` (UNSPECIFIED: any), oldest first, after the
-  // position `page_token` names ("" for the first page). The next page's
-  // token, or "" after the last.
+  // Up to `size` of the caller's jobs in `state` (UNSPECIFIED: any), oldest
+  // first, after the position `page_token` names ("" for the first page).
+  // The next page's token, or "" after the last.
   struct Page {
     std::vector<std::shared_ptr<Job>> jobs;
     std::string next_page_token;
   };
-  absl::StatusOr<Page> ListPage(const std::string& page_token, int size,
+  absl::StatusOr<Page> ListPage(const Caller& caller,
+                                const std::string& page_token, int size,
                                 v1::JobState state);
 
  private:

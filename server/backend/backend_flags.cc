@@ -1,10 +1,6 @@
 #include "server/backend/backend_flags.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -12,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/read_file.h"
 #include "server/http/url.h"
 
 namespace sdg {
@@ -99,14 +96,11 @@ absl::Status SetMaxInFlight(BackendOptions& backend, absl::string_view value) {
 }
 
 absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  absl::StatusOr<std::string> contents = ReadFileToString(path);
+  if (!contents.ok()) {
+    return absl::InvalidArgumentError(contents.status().message());
   }
-  std::stringstream contents;
-  contents << file.rdbuf();
-  std::string key(absl::StripAsciiWhitespace(contents.str()));
+  std::string key(absl::StripAsciiWhitespace(*contents));
   if (key.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
   }

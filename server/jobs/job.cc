@@ -145,6 +145,7 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
     : spec_(std::move(spec)),
       plan_(dataset != nullptr ? dataset->row_count() : 0, spec_.batch_size),
       request_digest_(record.request_digest),
+      tenant_(record.tenant),
       store_(store),
       metrics_(metrics),
       tally_(std::move(tally)) {
@@ -677,7 +678,7 @@ void Job::MarkFinished() {
     log = log_;
     if (suspending_) {
       record_.reason = std::string(stop_reason.message());
-      metrics_.JobFinished(StateLabel(v1::JOB_STATE_SUSPENDED), true);
+      metrics_.JobFinished(tenant_, StateLabel(v1::JOB_STATE_SUSPENDED), true);
       Log(LogLevel::kInfo, "job suspended",
           {{"job_id", spec_.job_id},
            {"shards_done", tally_.committed_shards()},
@@ -713,7 +714,7 @@ void Job::MarkFinished() {
       }
       const bool ran = run_start_ != absl::InfinitePast();
       record_.end_time = absl::Now();
-      metrics_.JobFinished(StateLabel(state), ran);
+      metrics_.JobFinished(tenant_, StateLabel(state), ran);
       const double elapsed_seconds =
           record_.start_time != absl::InfinitePast()
               ? absl::ToDoubleSeconds(record_.end_time - record_.start_time)
@@ -768,6 +769,7 @@ v1::Job Job::Snapshot() const {
   absl::MutexLock lock(&mu_);
   v1::Job job;
   job.set_job_id(spec_.job_id);
+  job.set_tenant(tenant_);
   job.set_state(record_.state);
   job.set_block_name(spec_.block.name());
   job.set_backend(spec_.block.backend());

@@ -103,6 +103,8 @@ class Job : public std::enable_shared_from_this<Job> {
   const ShardPlan& plan() const { return plan_; }
   bool is_pipeline() const { return spec_.pipeline.has_value(); }
   const std::string& request_digest() const { return request_digest_; }
+  // The tenant that created the job ("" when authentication is off).
+  const std::string& tenant() const { return tenant_; }
   CancellationToken& token() { return token_; }
 
   // Stops the job; the first reason wins. CANCELLED reasons end the job
@@ -192,6 +194,7 @@ class Job : public std::enable_shared_from_this<Job> {
   const JobSpec spec_;
   const ShardPlan plan_;
   const std::string request_digest_;
+  const std::string tenant_;
   JobStore& store_;
   Metrics& metrics_;
   CancellationToken token_;

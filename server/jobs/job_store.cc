@@ -1,11 +1,17 @@
 #include "server/jobs/job_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/quote.h"
 #include "base/sha256.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace sdg {
+
+absl::Status NoSuchUpload(const std::string& dataset_id) {
+  return absl::NotFoundError(absl::StrCat(
+      "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
+}
 
 std::string RequestDigest(const v1::GenerateJobRequest& request,
                           absl::Span<const absl::string_view> serialized_rows) {

@@ -25,6 +25,8 @@ namespace sdg {
 // What the store keeps of a job besides its dataset and its events.
 struct JobRecord {
   std::string job_id;
+  // The tenant that created it ("" when authentication is off).
+  std::string tenant;
   // As received, without its inline rows (they are the job's dataset).
   v1::GenerateJobRequest request;
   // SHA-256 of the whole request as received (rows included; detach not):
@@ -43,6 +45,8 @@ struct JobRecord {
 // An uploaded dataset, as UploadDataset answers and jobs name it.
 struct StoredDataset {
   v1::Dataset dataset;
+  // The tenant that uploaded it: only its jobs may use it.
+  std::string tenant;
   DatasetInfo info;
   absl::Time create_time = absl::InfinitePast();
 };
@@ -94,6 +98,10 @@ class JobStore {
   virtual std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) = 0;
 };
+
+// NOT_FOUND for a dataset_id with no upload (or, to its caller, another
+// tenant's).
+absl::Status NoSuchUpload(const std::string& dataset_id);
 
 // SHA-256 of the request as the digest compares it (detach excluded).
 // Inline rows kept serialized hash as sent: the same request means the same

@@ -91,8 +91,7 @@ absl::StatusOr<StoredDataset> MemoryJobStore::FindUpload(
   absl::MutexLock lock(&mu_);
   auto it = uploads_.find(dataset_id);
   if (it == uploads_.end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
+    return NoSuchUpload(dataset_id);
   }
   return it->second;
 }

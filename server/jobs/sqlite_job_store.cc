@@ -33,6 +33,18 @@ CREATE TABLE IF NOT EXISTS uploads (
   create_ns INTEGER NOT NULL);
 )sql";
 
+// Columns added after the first release: a store made before them gets them
+// (empty) when it opens. An empty tenant is the one of a server without
+// --auth_tokens_file.
+constexpr struct {
+  const char* table;
+  const char* column;
+  const char* declaration;
+} kAddedColumns[] = {
+    {"jobs", "tenant", "TEXT NOT NULL DEFAULT ''"},
+    {"uploads", "tenant", "TEXT NOT NULL DEFAULT ''"},
+};
+
 int64_t ToNanos(absl::Time time) {
   return time == absl::InfinitePast() ? 0 : absl::ToUnixNanos(time);
 }
@@ -102,6 +114,24 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
        {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
     if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
       absl::Status error = store->Error(sql);
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": ", error.message()));
+    }
+  }
+  for (const auto& added : kAddedColumns) {
+    const std::string probe = absl::StrCat("SELECT ", added.column, " FROM ",
+                                           added.table, " LIMIT 0");
+    sqlite3_stmt* stmt = nullptr;
+    const bool present =
+        sqlite3_prepare_v2(db, probe.c_str(), -1, &stmt, nullptr) == SQLITE_OK;
+    sqlite3_finalize(stmt);
+    if (present) continue;
+    const std::string alter =
+        absl::StrCat("ALTER TABLE ", added.table, " ADD COLUMN ", added.column,
+                     " ", added.declaration);
+    if (sqlite3_exec(db, alter.c_str(), nullptr, nullptr, nullptr) !=
+        SQLITE_OK) {
+      absl::Status error = store->Error(alter.c_str());
       return absl::FailedPreconditionError(
           absl::StrCat(path, ": ", error.message()));
     }
@@ -204,13 +234,14 @@ absl::StatusOr<std::unique_ptr<DatasetBuilder>> SqliteJobStore::NewUpload(
 absl::Status SqliteJobStore::SaveUpload(const StoredDataset& dataset) {
   absl::MutexLock lock(&mu_);
   return Execute(
-      "INSERT INTO uploads (dataset_id, dataset, info, create_ns) "
-      "VALUES (?, ?, ?, ?)",
+      "INSERT INTO uploads (dataset_id, dataset, info, create_ns, tenant) "
+      "VALUES (?, ?, ?, ?, ?)",
       [&](sqlite3_stmt* stmt) {
         BindText(stmt, 1, dataset.dataset.dataset_id());
         BindBlob(stmt, 2, dataset.dataset.SerializeAsString());
         BindText(stmt, 3, dataset.info.ToJson());
         sqlite3_bind_int64(stmt, 4, ToNanos(dataset.create_time));
+        BindText(stmt, 5, dataset.tenant);
       });
 }
 
@@ -224,10 +255,10 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
   std::optional<StoredDataset> found;
   absl::Status info_status;
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(
-          db_,
-          "SELECT dataset, info, create_ns FROM uploads WHERE dataset_id = ?",
-          -1, &stmt, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT dataset, info, create_ns, tenant FROM uploads "
+                         "WHERE dataset_id = ?",
+                         -1, &stmt, nullptr) != SQLITE_OK) {
     return Error("select upload");
   }
   BindText(stmt, 1, dataset_id);
@@ -237,6 +268,7 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
     absl::StatusOr<DatasetInfo> info =
         DatasetInfo::FromJson(ColumnBytes(stmt, 1));
     stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
+    stored.tenant = ColumnBytes(stmt, 3);
     if (info.ok()) {
       stored.info = *std::move(info);
       found = std::move(stored);
@@ -247,8 +279,7 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
   sqlite3_finalize(stmt);
   if (!info_status.ok()) return info_status;
   if (!found.has_value()) {
-    return absl::NotFoundError(absl::StrCat(
-        "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
+    return NoSuchUpload(dataset_id);
   }
   return *std::move(found);
 }
@@ -284,14 +315,15 @@ absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
 absl::Status SqliteJobStore::AddJob(const JobRecord& record) {
   absl::MutexLock lock(&mu_);
   return Execute(
-      "INSERT INTO jobs (job_id, request, request_digest, state, create_ns) "
-      "VALUES (?, ?, ?, ?, ?)",
+      "INSERT INTO jobs (job_id, request, request_digest, state, create_ns, "
+      "tenant) VALUES (?, ?, ?, ?, ?, ?)",
       [&](sqlite3_stmt* stmt) {
         BindText(stmt, 1, record.job_id);
         BindBlob(stmt, 2, record.request.SerializeAsString());
         BindText(stmt, 3, record.request_digest);
         sqlite3_bind_int(stmt, 4, record.state);
         sqlite3_bind_int64(stmt, 5, ToNanos(record.create_time));
+        BindText(stmt, 6, record.tenant);
       });
 }
 
@@ -330,7 +362,8 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
   if (sqlite3_prepare_v2(
           db_,
           "SELECT job_id, request, request_digest, state, create_ns, "
-          "start_ns, end_ns, reason, resumed, finished FROM jobs ORDER BY seq",
+          "start_ns, end_ns, reason, resumed, finished, tenant FROM jobs "
+          "ORDER BY seq",
           -1, &stmt, nullptr) != SQLITE_OK) {
     return Error("select jobs");
   }
@@ -348,6 +381,7 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
     record.reason = ColumnBytes(stmt, 7);
     record.resumed = sqlite3_column_int(stmt, 8);
     record.finished.ParseFromString(ColumnBytes(stmt, 9));
+    record.tenant = ColumnBytes(stmt, 10);
   }
   absl::Status status = rc == SQLITE_DONE ? absl::OkStatus() : Error("jobs");
   sqlite3_finalize(stmt);

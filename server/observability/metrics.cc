@@ -33,7 +33,8 @@ Metrics::Metrics()
                        .Add({})),
       jobs_total_(BuildCounter()
                       .Name("sdg_jobs_total")
-                      .Help("Jobs that ended, by final state.")
+                      .Help("Jobs that ended, by final state (and tenant, "
+                            "when --auth_tokens_file is set).")
                       .Register(*registry_)),
       shards_total_(BuildCounter()
                         .Name("sdg_shards_total")
@@ -123,6 +124,18 @@ Metrics::Metrics()
               .Name("sdg_step_rows_total")
               .Help("Rows into, out of and failed at pipeline steps, by the "
                     "step's position in its pipeline (0 is the first).")
+              .Register(*registry_)),
+      auth_failures_total_(
+          BuildCounter()
+              .Name("sdg_auth_failures_total")
+              .Help("Calls refused UNAUTHENTICATED, by reason: missing, "
+                    "malformed, unknown_token.")
+              .Register(*registry_)),
+      tokens_file_reloads_total_(
+          BuildCounter()
+              .Name("sdg_auth_tokens_file_reloads_total")
+              .Help("Re-reads of --auth_tokens_file after it changed, by "
+                    "outcome (ok; error: the tokens read before stay).")
               .Register(*registry_)) {
   // Present from the first scrape, so rate() and alerts see zeros, not gaps.
   for (const char* state : {"succeeded", "failed", "cancelled", "suspended"}) {
@@ -135,6 +148,12 @@ Metrics::Metrics()
   for (const char* direction : {"in", "out", "failed"}) {
     step_rows_total_.Add({{"step", "0"}, {"direction", direction}});
   }
+  for (const char* reason : {"missing", "malformed", "unknown_token"}) {
+    auth_failures_total_.Add({{"reason", reason}});
+  }
+  for (const char* outcome : {"ok", "error"}) {
+    tokens_file_reloads_total_.Add({{"outcome", outcome}});
+  }
 }
 
 std::string Metrics::Serialize() const {
@@ -143,9 +162,25 @@ std::string Metrics::Serialize() const {
 
 void Metrics::JobStarted() { jobs_active_.Increment(); }
 
-void Metrics::JobFinished(absl::string_view state, bool ran) {
+void Metrics::JobFinished(const std::string& tenant, absl::string_view state,
+                          bool ran) {
   if (ran) jobs_active_.Decrement();
-  jobs_total_.Add({{"state", std::string(state)}}).Increment();
+  // Tenants are the tokens file's: their number is the operator's.
+  if (tenant.empty()) {
+    jobs_total_.Add({{"state", std::string(state)}}).Increment();
+  } else {
+    jobs_total_.Add({{"tenant", tenant}, {"state", std::string(state)}})
+        .Increment();
+  }
+}
+
+void Metrics::AuthFailed(absl::string_view reason) {
+  auth_failures_total_.Add({{"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::TokensFileReloaded(bool ok) {
+  tokens_file_reloads_total_.Add({{"outcome", ok ? "ok" : "error"}})
+      .Increment();
 }
 
 void Metrics::JobsQueued(double count) { jobs_queued_.Set(count); }

@@ -32,8 +32,10 @@ class Metrics {
 
   // Jobs. `state` is the lower-case final state: succeeded, failed, cancelled.
   void JobStarted();
-  // `ran` is false for a job cancelled while queued.
-  void JobFinished(absl::string_view state, bool ran);
+  // `ran` is false for a job cancelled while queued. `tenant` is "" when
+  // authentication is off (then the series has no tenant label).
+  void JobFinished(const std::string& tenant, absl::string_view state,
+                   bool ran);
   void JobsQueued(double count);
   void ShardsQueued(double delta);
   void WorkerBusy(double delta);
@@ -48,6 +50,11 @@ class Metrics {
   // pipeline (at most 64 steps), not its name, which callers choose: the
   // label's values stay few.
   void StepRows(int step, int64_t in, int64_t out, int64_t failed);
+
+  // Authentication: a call refused (missing, malformed, unknown_token), and
+  // the tokens file re-read after a change.
+  void AuthFailed(absl::string_view reason);
+  void TokensFileReloaded(bool ok);
 
   // Backends: the series of one backend, created (at zero) and looked up
   // once, so that a request touches no label maps but for its status code.
@@ -104,6 +111,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;
   prometheus::Family<prometheus::Counter>& step_rows_total_;
+  prometheus::Family<prometheus::Counter>& auth_failures_total_;
+  prometheus::Family<prometheus::Counter>& tokens_file_reloads_total_;
 };
 
 }  // namespace sdg

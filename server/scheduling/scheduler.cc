@@ -55,18 +55,28 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
     return absl::OkStatus();
   }
   Job* raw = job.get();
+  const std::string& tenant = raw->tenant();
   {
     absl::MutexLock lock(&mu_);
-    if (static_cast<int>(running_.size()) < options_.max_jobs) {
+    if (static_cast<int>(running_.size()) < options_.max_jobs &&
+        CountTenant(running_, tenant) < options_.tenant_max_jobs) {
       StartLocked(Entry{std::move(job)});
-    } else if (static_cast<int>(queued_.size()) < options_.max_queued_jobs) {
-      queued_.push_back(Entry{std::move(job)});
-      metrics_.JobsQueued(static_cast<double>(queued_.size()));
-    } else {
+    } else if (static_cast<int>(queued_.size()) >= options_.max_queued_jobs) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "server is at its limit of ", options_.max_jobs, " running and ",
           options_.max_queued_jobs,
           " queued jobs (--max_jobs, --max_queued_jobs); retry later"));
+    } else if (CountTenant(queued_, tenant) >=
+               options_.tenant_max_queued_jobs) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tenant \"", tenant, "\" is at its limit of ",
+          options_.tenant_max_jobs, " running and ",
+          options_.tenant_max_queued_jobs,
+          " queued jobs (--tenant_max_jobs, --tenant_max_queued_jobs); wait "
+          "for one to finish, or cancel one"));
+    } else {
+      queued_.push_back(Entry{std::move(job)});
+      metrics_.JobsQueued(static_cast<double>(queued_.size()));
     }
   }
   // Registered outside mu_: the callback runs at once if already cancelled.
@@ -112,12 +122,29 @@ void Scheduler::Finish(Ended ended) {
   ended.job->MarkFinished();
 }
 
+int Scheduler::CountTenant(const EntryList& list, const std::string& tenant) {
+  int count = 0;
+  for (const Entry& entry : list) count += entry.job->tenant() == tenant;
+  return count;
+}
+
 void Scheduler::PromoteQueuedLocked() {
   bool promoted = false;
-  while (static_cast<int>(running_.size()) < options_.max_jobs &&
-         !queued_.empty()) {
-    Entry entry = std::move(queued_.front());
-    queued_.pop_front();
+  while (static_cast<int>(running_.size()) < options_.max_jobs) {
+    // The oldest job of the tenant running fewest, among tenants below
+    // their own limit.
+    auto next = queued_.end();
+    int next_running = options_.tenant_max_jobs;
+    for (auto it = queued_.begin(); it != queued_.end(); ++it) {
+      const int running = CountTenant(running_, it->job->tenant());
+      if (running < next_running) {
+        next = it;
+        next_running = running;
+      }
+    }
+    if (next == queued_.end()) break;
+    Entry entry = std::move(*next);
+    queued_.erase(next);
     StartLocked(std::move(entry));
     promoted = true;
   }
@@ -128,16 +155,26 @@ void Scheduler::PromoteQueuedLocked() {
 }
 
 Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
+  auto found = running_.end();
+  uint64_t found_served = 0;
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     Job& job = *it->job;
+    auto served = tenant_served_.find(job.tenant());
+    const uint64_t last_served =
+        served == tenant_served_.end() ? 0 : served->second;
+    // Only the first dispatchable job of each tenant is a candidate, and
+    // only a tenant served before the one found can beat it.
+    if (found != running_.end() && last_served >= found_served) continue;
     // A pipeline's later stages add shards as their rows become known.
     if (!job.HasShardToStart() || it->in_progress >= job.spec().num_workers ||
         job.token().IsCancelled()) {
       continue;
     }
-    return it;
+    found = it;
+    found_served = last_served;
+    if (last_served == 0) break;  // never served: none comes before it
   }
-  return running_.end();
+  return found;
 }
 
 Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
@@ -148,6 +185,9 @@ Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
   Ended ended{std::move(entry->job), entry->timeout,
               std::move(entry->on_cancel)};
   running_.erase(entry);
+  if (CountTenant(running_, ended.job->tenant()) == 0) {
+    tenant_served_.erase(ended.job->tenant());
+  }
   PromoteQueuedLocked();
   return ended;
 }
@@ -211,6 +251,7 @@ void Scheduler::WorkerLoop() {
       shard = job->StartNextShard();
       ++entry->started;
       ++entry->in_progress;
+      tenant_served_[job->tenant()] = ++dispatches_;
       running_.splice(running_.end(), running_, entry);
     }
     metrics_.ShardsQueued(-1);

@@ -1,8 +1,11 @@
 // Runs the shards of every job on a fixed set of persistent worker threads.
-// Jobs are admitted up to a limit (more wait in a bounded queue); shards of
-// running jobs are taken round-robin; each job has its own cap (num_workers)
-// under the global one (the worker count). A cancelled job gets no new shard
-// and its workers go back to the pool. A resumed job runs only the shards
+// Jobs are admitted up to a limit (more wait in a bounded queue), and each
+// tenant up to its own; shards are taken round-robin across tenants first,
+// then across a tenant's running jobs, so that one tenant's many jobs do not
+// starve another's one; each job has its own cap (num_workers) under the
+// global one (the worker count). A queued job starts when a run slot frees,
+// the tenant with the fewest running jobs first. A cancelled job gets no new
+// shard and its workers go back to the pool. A resumed job runs only the shards
 // its log has not committed. A job with a timeout is stopped
 // (DEADLINE_EXCEEDED) by a timer armed when it starts to run. Jobs do not
 // wait for their watchers: events go to the job's log, which watchers read
@@ -15,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "base/cancellation_token.h"
@@ -31,6 +35,9 @@ class Scheduler {
     int max_workers = 64;      // shards in progress at once, all jobs
     int max_jobs = 16;         // jobs running at once
     int max_queued_jobs = 64;  // admitted jobs waiting to run
+    // The same, per tenant (Job::tenant()).
+    int tenant_max_jobs = 16;
+    int tenant_max_queued_jobs = 64;
   };
 
   // Starts the workers; they live until the scheduler is destroyed. Job
@@ -44,7 +51,9 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Runs the job now (it emits `started`) or queues it (QUEUED; `started`
-  // comes when it runs). RESOURCE_EXHAUSTED when the queue is full too. Once
+  // comes when it runs). RESOURCE_EXHAUSTED when the queue is full too, or
+  // the job's tenant has as many jobs queued as it may; the message names
+  // the limit and its flags. Once
   // admitted, the scheduler calls job->MarkFinished() exactly once: after the
   // last shard, or once the job is cancelled and none of its shards runs.
   absl::Status Submit(std::shared_ptr<Job> job);
@@ -76,8 +85,11 @@ class Scheduler {
   // Reads the shard's rows and runs them: a block's, or a pipeline stage's.
   ShardOutcome RunShard(Job& job, const ShardSpec& shard);
   void OnJobCancelled(Job* job);
+  // The running job to take a shard from: of the tenant served least
+  // recently, its job served least recently.
   EntryList::iterator FindDispatchableLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static int CountTenant(const EntryList& list, const std::string& tenant);
   // Removes a running entry and returns its job if nothing more will run for
   // it; then lets queued jobs take the free run slots.
   Ended TakeIfDoneLocked(EntryList::iterator entry)
@@ -101,6 +113,11 @@ class Scheduler {
   // front, a job that just got a shard moves to the back.
   EntryList running_ ABSL_GUARDED_BY(mu_);
   EntryList queued_ ABSL_GUARDED_BY(mu_);  // oldest first
+  // When each tenant with running jobs last got a shard (a dispatch count;
+  // absent: not yet, which comes first).
+  absl::flat_hash_map<std::string, uint64_t> tenant_served_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t dispatches_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::vector<std::thread> workers_;
 };

@@ -11,14 +11,16 @@
 
 namespace sdg::testing {
 
-// A job whose dataset holds `rows` rows (empty objects).
+// A job whose dataset holds `rows` rows (empty objects), made by `tenant`.
 inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
-                                        JobStore& store, Metrics& metrics) {
+                                        JobStore& store, Metrics& metrics,
+                                        const std::string& tenant = "") {
   std::unique_ptr<DatasetBuilder> builder = DatasetBuilder::InMemory();
   for (int64_t i = 0; i < rows; ++i) (void)builder->Add({});
   std::shared_ptr<Dataset> dataset = *builder->Finish();
   JobRecord record;
   record.job_id = spec.job_id;
+  record.tenant = tenant;
   std::shared_ptr<EventLog> log =
       *store.OpenJobLog(spec.job_id, [](const v1::JobEvent&) {});
   JobTally tally(ShardPlan(rows, spec.batch_size).shard_count());

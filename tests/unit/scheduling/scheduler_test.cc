@@ -96,11 +96,14 @@ using RecordingSink = testing::JobEvents;
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void StartScheduler(int max_workers, int max_jobs = 16, int max_queued = 64) {
+  void StartScheduler(int max_workers, int max_jobs = 16, int max_queued = 64,
+                      int tenant_max_jobs = 16, int tenant_max_queued = 64) {
     Scheduler::Options options;
     options.max_workers = max_workers;
     options.max_jobs = max_jobs;
     options.max_queued_jobs = max_queued;
+    options.tenant_max_jobs = tenant_max_jobs;
+    options.tenant_max_queued_jobs = tenant_max_queued;
     scheduler_ =
         std::make_unique<Scheduler>(options, runner_, timers_, metrics_);
   }
@@ -109,7 +112,8 @@ class SchedulerTest : public ::testing::Test {
       const std::string& id, int shards, int num_workers,
       std::shared_ptr<RecordingSink> sink,
       v1::ErrorPolicy policy = v1::ERROR_POLICY_CONTINUE,
-      std::optional<absl::Duration> timeout = std::nullopt) {
+      std::optional<absl::Duration> timeout = std::nullopt,
+      const std::string& tenant = "") {
     JobSpec spec;
     spec.job_id = id;
     spec.batch_size = 1;
@@ -117,9 +121,15 @@ class SchedulerTest : public ::testing::Test {
     spec.error_policy = policy;
     spec.timeout = timeout;
     std::shared_ptr<Job> job =
-        testing::MakeTestJob(std::move(spec), shards, store_, metrics_);
+        testing::MakeTestJob(std::move(spec), shards, store_, metrics_, tenant);
     sink->Watch(job);
     return job;
+  }
+  std::shared_ptr<Job> TenantJob(const std::string& tenant,
+                                 const std::string& id, int shards,
+                                 std::shared_ptr<RecordingSink> sink) {
+    return MakeJob(id, shards, 4, std::move(sink), v1::ERROR_POLICY_CONTINUE,
+                   std::nullopt, tenant);
   }
 
   static v1::JobFinished Finished(const std::vector<v1::JobEvent>& events) {
@@ -147,6 +157,88 @@ TEST_F(SchedulerTest, ShardsOfConcurrentJobsAlternate) {
   EXPECT_THAT(runner_.started(),
               ElementsAre("big:0", "small:0", "big:1", "small:1", "big:2",
                           "big:3", "big:4", "big:5"));
+}
+
+TEST_F(SchedulerTest, TenantsTakeTurnsBeforeTheirJobsDo) {
+  StartScheduler(/*max_workers=*/1);
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  auto submit = [&](const std::string& tenant, const std::string& id) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(
+        scheduler_->Submit(TenantJob(tenant, id, 4, sinks.back())).ok());
+  };
+  submit("alice", "a1");
+  runner_.AwaitRunning(1);  // the only worker holds a1:0
+  submit("alice", "a2");
+  submit("alice", "a3");
+  submit("bob", "b1");
+  runner_.Open();
+  for (auto& sink : sinks) sink->AwaitClosed();
+  // Bob's one job gets every other shard while it has any: half the
+  // workers, not a quarter (one job of four).
+  std::vector<std::string> started = runner_.started();
+  ASSERT_EQ(started.size(), 16u);
+  std::vector<int> bob_turns;
+  for (int i = 0; i < static_cast<int>(started.size()); ++i) {
+    if (started[i].starts_with("b1:")) bob_turns.push_back(i);
+  }
+  EXPECT_THAT(bob_turns, ElementsAre(1, 3, 5, 7));
+  // Between bob's turns, alice's jobs take theirs: each of her three ran
+  // before any ran twice.
+  EXPECT_THAT(std::vector<std::string>({started[0], started[2], started[4]}),
+              UnorderedElementsAre("a1:0", "a2:0", "a3:0"));
+}
+
+TEST_F(SchedulerTest, TenantLimitsQueueThenRejectNamingTheTenant) {
+  StartScheduler(/*max_workers=*/1, /*max_jobs=*/4, /*max_queued=*/8,
+                 /*tenant_max_jobs=*/1, /*tenant_max_queued=*/1);
+  auto sink = std::make_shared<RecordingSink>();
+  auto a1 = TenantJob("alice", "a1", 1, sink);
+  auto a2 = TenantJob("alice", "a2", 1, std::make_shared<RecordingSink>());
+  ASSERT_TRUE(scheduler_->Submit(a1).ok());
+  runner_.AwaitRunning(1);
+  ASSERT_TRUE(scheduler_->Submit(a2).ok());
+  // The server has free run slots; alice does not.
+  EXPECT_EQ(a2->Snapshot().state(), v1::JOB_STATE_QUEUED);
+  absl::Status rejected = scheduler_->Submit(
+      TenantJob("alice", "a3", 1, std::make_shared<RecordingSink>()));
+  EXPECT_EQ(rejected.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(rejected.message(),
+            "tenant \"alice\" is at its limit of 1 running and 1 queued jobs "
+            "(--tenant_max_jobs, --tenant_max_queued_jobs); wait for one to "
+            "finish, or cancel one");
+  // Bob is not held back by alice's queue.
+  auto b1 = TenantJob("bob", "b1", 1, std::make_shared<RecordingSink>());
+  ASSERT_TRUE(scheduler_->Submit(b1).ok());
+  EXPECT_EQ(b1->Snapshot().state(), v1::JOB_STATE_RUNNING);
+  runner_.Open();
+  EXPECT_TRUE(a2->AwaitFinished(absl::InfiniteFuture()));
+  EXPECT_TRUE(b1->AwaitFinished(absl::InfiniteFuture()));
+  EXPECT_EQ(a2->Snapshot().state(), v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(SchedulerTest, AFreedRunSlotGoesToTheTenantRunningFewest) {
+  StartScheduler(/*max_workers=*/1, /*max_jobs=*/2);
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  auto submit = [&](const std::string& tenant, const std::string& id) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(
+        scheduler_->Submit(TenantJob(tenant, id, 1, sinks.back())).ok());
+  };
+  submit("alice", "a1");
+  runner_.AwaitRunning(1);
+  submit("alice", "a2");  // the second run slot
+  submit("alice", "a3");  // queued
+  submit("bob", "b1");    // queued after a3
+  runner_.Open();
+  for (auto& sink : sinks) sink->AwaitClosed();
+  std::vector<std::string> started = runner_.started();
+  ASSERT_EQ(started.size(), 4u);
+  // When a1 ends, alice still runs a2 and bob runs nothing: b1 starts, and
+  // runs, before the older a3.
+  EXPECT_EQ(started[0], "a1:0");
+  EXPECT_EQ(started[1], "b1:0");
+  EXPECT_THAT(started, UnorderedElementsAre("a1:0", "a2:0", "a3:0", "b1:0"));
 }
 
 TEST_F(SchedulerTest, NumWorkersCapsOneJob) {
