@@ -68,10 +68,6 @@ grpc::Status CallWithReconnect(
     grpc::Channel& channel, const FollowOptions& options,
     absl::FunctionRef<grpc::Status(grpc::ClientContext&)> call);
 
-// A channel to `address` that reconnects quickly after sdgd restarts and
-// takes messages as large as sdgd sends.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
-
 }  // namespace sdg
 
 #endif  // SDG_CLIENT_JOB_FOLLOW_H_

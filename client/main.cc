@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/signal_watcher.h"
+#include "client/channel.h"
 #include "client/generate.h"
 #include "client/interrupt_target.h"
 #include "client/job_commands.h"
@@ -23,6 +25,19 @@
 #include "client/pipeline_file.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "sdgd address, HOST:PORT");
+ABSL_FLAG(bool, tls, false,
+          "connect with TLS, verifying sdgd with the system's "
+          "roots (or --tls_ca)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM roots to verify sdgd with (implies --tls)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate, for an sdgd that requires one (mTLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM key of --tls_cert");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "the name sdgd's certificate carries, when not --server's host");
+ABSL_FLAG(std::string, token_file, "",
+          "file holding your token (default: the SDG_TOKEN environment "
+          "variable)");
 ABSL_FLAG(std::string, input, "", "generate: input dataset, JSON lines");
 ABSL_FLAG(std::string, output, "", "generate: output file, JSON lines");
 ABSL_FLAG(std::string, errors, "",
@@ -92,7 +107,10 @@ constexpr char kUsage[] =
     "  get JOB_ID           show one job\n"
     "  cancel JOB_ID        cancel a job (its results so far are kept)\n"
     "  delete JOB_ID        remove a finished job and its results\n"
-    "Every command takes --server HOST:PORT (default 127.0.0.1:50051).";
+    "Every command takes --server HOST:PORT (default 127.0.0.1:50051),\n"
+    "[--tls] [--tls_ca CA.pem] [--tls_cert C.pem --tls_key K.pem] "
+    "[--tls_server_name NAME]\n"
+    "and a token from --token_file FILE or SDG_TOKEN.";
 
 int Fail(const absl::Status& status) {
   std::cerr << "sdgctl: " << absl::StatusCodeToString(status.code()) << ": "
@@ -293,8 +311,26 @@ int main(int argc, char** argv) {
   // Before gRPC starts any thread, so that they all inherit the signal mask.
   InterruptTarget interrupt;
   sdg::SignalWatcher signals([&interrupt](int) { interrupt.Interrupt(); });
-  std::shared_ptr<grpc::Channel> channel =
-      sdg::MakeChannel(absl::GetFlag(FLAGS_server));
+  absl::StatusOr<std::string> token =
+      sdg::ReadToken(absl::GetFlag(FLAGS_token_file),
+                     [](const char* name) -> std::optional<std::string> {
+                       const char* value = std::getenv(name);
+                       if (value == nullptr) return std::nullopt;
+                       return std::string(value);
+                     });
+  if (!token.ok()) return Fail(token.status());
+  sdg::ChannelOptions channel_options;
+  channel_options.address = absl::GetFlag(FLAGS_server);
+  channel_options.tls = absl::GetFlag(FLAGS_tls);
+  channel_options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  channel_options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  channel_options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  channel_options.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  channel_options.token = *std::move(token);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> made =
+      sdg::MakeChannel(channel_options);
+  if (!made.ok()) return Fail(made.status());
+  std::shared_ptr<grpc::Channel> channel = *std::move(made);
   sdg::v1::GenerationService::Stub stub(channel);
 
   if (command == "generate" && args.size() == 2) {

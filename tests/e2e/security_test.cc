@@ -1,0 +1,397 @@
+// TLS, mTLS, tokens and tenants end to end: sdgd and llmsim as processes,
+// certificates made with openssl for each test, and sdgctl or a plain gRPC
+// client as the caller.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <stdio.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_replace.h"
+#include "base/sha256.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "sdg/v1/generation.grpc.pb.h"
+#include "tests/e2e/stack_test.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/test_certificates.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class SecurityTest : public StackTest {
+ protected:
+  void SetUp() override { dir_ = MakeTempDir(); }
+
+  // The CA "ca", a server certificate for sdgd.test (and not 127.0.0.1:
+  // clients name the server with --tls_server_name), a client one.
+  void MakeCertificates() {
+    absl::Status made = MakeCertificateAuthority(dir_, "ca", ca_);
+    ASSERT_TRUE(made.ok()) << made;
+    made = MakeSignedCertificate(dir_, "server", ca_, "DNS:sdgd.test", server_);
+    ASSERT_TRUE(made.ok()) << made;
+    made =
+        MakeSignedCertificate(dir_, "client", ca_, "DNS:client.test", client_);
+    ASSERT_TRUE(made.ok()) << made;
+  }
+
+  std::vector<std::string> TlsServerArgs() const {
+    return {"--tls_cert=" + server_.cert, "--tls_key=" + server_.key};
+  }
+  std::vector<std::string> TlsClientArgs() const {
+    return {"--tls_ca=" + ca_.cert, "--tls_server_name=sdgd.test"};
+  }
+
+  // Tokens file lines for `tenants`, whose token is TENANT-token.
+  std::string TokensFile(const std::vector<std::string>& tenants) {
+    std::string text = "# tenant sha256 of its token\n";
+    for (const std::string& tenant : tenants) {
+      text += tenant + " sha256:" + Sha256Hex(tenant + "-token") + "\n";
+    }
+    return text;
+  }
+  // Writes it the way a Secret update does: a new file renamed over.
+  std::string WriteTokensFile(const std::vector<std::string>& tenants) {
+    const std::string path = dir_ + "/tokens";
+    WriteFile(path + ".next", TokensFile(tenants));
+    EXPECT_EQ(::rename((path + ".next").c_str(), path.c_str()), 0);
+    return path;
+  }
+  // A file holding `tenant`'s token, for sdgctl's --token_file.
+  std::string TokenFileOf(const std::string& tenant) {
+    const std::string path = dir_ + "/" + tenant + ".token";
+    WriteFile(path, tenant + "-token\n");
+    return path;
+  }
+  CommandResult SdgctlAs(const std::string& tenant,
+                         std::vector<std::string> args) {
+    args.push_back("--token_file=" + TokenFileOf(tenant));
+    return stack_->Sdgctl(args);
+  }
+
+  // A plain gRPC client, plaintext, calling as `tenant` ("" sends no token).
+  std::unique_ptr<v1::GenerationService::Stub> Stub() {
+    return v1::GenerationService::NewStub(grpc::CreateChannel(
+        stack_->address(), grpc::InsecureChannelCredentials()));
+  }
+  static void As(grpc::ClientContext& context, const std::string& tenant) {
+    if (!tenant.empty()) {
+      context.AddMetadata("authorization", "Bearer " + tenant + "-token");
+    }
+  }
+  grpc::Status GetJob(const std::string& tenant, const std::string& job_id,
+                      v1::Job* job = nullptr) {
+    grpc::ClientContext context;
+    As(context, tenant);
+    v1::GetJobRequest request;
+    request.set_job_id(job_id);
+    v1::Job response;
+    grpc::Status status = Stub()->GetJob(&context, request, &response);
+    if (job != nullptr) *job = response;
+    return status;
+  }
+  std::vector<std::string> ListJobIds(const std::string& tenant) {
+    grpc::ClientContext context;
+    As(context, tenant);
+    v1::ListJobsResponse response;
+    EXPECT_TRUE(Stub()->ListJobs(&context, {}, &response).ok());
+    std::vector<std::string> ids;
+    for (const v1::Job& job : response.jobs()) ids.push_back(job.job_id());
+    return ids;
+  }
+  // CreateJob for a job that waits on the slow backend.
+  grpc::Status CreateJob(const std::string& tenant, const std::string& job_id,
+                         const std::string& dataset_id = "") {
+    grpc::ClientContext context;
+    As(context, tenant);
+    v1::GenerateJobRequest request;
+    request.set_job_id(job_id);
+    request.mutable_block()->set_model("m");
+    request.mutable_block()->set_prompt_template("Say {{x}}");
+    if (dataset_id.empty()) {
+      (*request.add_rows()->mutable_fields())["x"].set_string_value("hi");
+    } else {
+      request.set_dataset_id(dataset_id);
+    }
+    v1::Job job;
+    return Stub()->CreateJob(&context, request, &job);
+  }
+  std::string Input() {
+    const std::string path = dir_ + "/in.jsonl";
+    WriteFile(path, "{\"q\":\"one\"}\n{\"q\":\"two\"}\n{\"q\":\"three\"}\n");
+    return path;
+  }
+
+  std::string dir_;
+  CertificateFiles ca_, server_, client_;
+};
+
+TEST_F(SecurityTest, TlsServesSdgctlAndAPlainGrpcClient) {
+  MakeCertificates();
+  StackOptions options;
+  options.sdgd_args = TlsServerArgs();
+  Start(options);
+  const std::string out = dir_ + "/out.jsonl";
+  std::vector<std::string> generate = {
+      "generate",  "--input=" + Input(),   "--output=" + out,
+      "--model=m", "--template=Say {{q}}", "--job_id=tls"};
+  for (const std::string& arg : TlsClientArgs()) generate.push_back(arg);
+  CommandResult result = stack_->Sdgctl(generate);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(JsonLines(ReadFile(out)).size(), 3u);
+
+  // Any gRPC client with the CA: no sdgctl needed.
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadFile(ca_.cert);
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("sdgd.test");
+  auto stub = v1::GenerationService::NewStub(grpc::CreateCustomChannel(
+      stack_->address(), grpc::SslCredentials(ssl), args));
+  grpc::ClientContext context;
+  v1::GetJobRequest request;
+  request.set_job_id("tls");
+  v1::Job job;
+  grpc::Status status = stub->GetJob(&context, request, &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job.rows_succeeded(), 3);
+
+  // Plaintext gets no answer, and neither does TLS that does not trust the
+  // CA (the system's roots) or names another host.
+  grpc::ClientContext plain;
+  plain.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(5));
+  EXPECT_EQ(Stub()->GetJob(&plain, request, &job).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  result = stack_->Sdgctl({"get", "tls", "--tls", "--reconnect_for=0s"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_THAT(result.err, HasSubstr("UNAVAILABLE"));
+  result = stack_->Sdgctl({"get", "tls", "--tls_ca=" + ca_.cert});
+  EXPECT_NE(result.exit_code, 0);  // 127.0.0.1 is not in the certificate
+}
+
+TEST_F(SecurityTest, MutualTlsRefusesNoCertificateAndAnotherCasOne) {
+  MakeCertificates();
+  CertificateFiles other_ca, stranger;
+  ASSERT_TRUE(MakeCertificateAuthority(dir_, "other-ca", other_ca).ok());
+  ASSERT_TRUE(MakeSignedCertificate(dir_, "stranger", other_ca,
+                                    "DNS:client.test", stranger)
+                  .ok());
+  StackOptions options;
+  options.sdgd_args = TlsServerArgs();
+  options.sdgd_args.push_back("--tls_client_ca=" + ca_.cert);
+  Start(options);
+
+  std::vector<std::string> jobs = {"jobs"};
+  for (const std::string& arg : TlsClientArgs()) jobs.push_back(arg);
+  CommandResult anonymous = stack_->Sdgctl(jobs);
+  EXPECT_NE(anonymous.exit_code, 0);
+  EXPECT_THAT(anonymous.err, HasSubstr("UNAVAILABLE"));
+
+  std::vector<std::string> as_stranger = jobs;
+  as_stranger.push_back("--tls_cert=" + stranger.cert);
+  as_stranger.push_back("--tls_key=" + stranger.key);
+  CommandResult refused = stack_->Sdgctl(as_stranger);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("UNAVAILABLE"));
+
+  std::vector<std::string> as_client = jobs;
+  as_client.push_back("--tls_cert=" + client_.cert);
+  as_client.push_back("--tls_key=" + client_.key);
+  CommandResult admitted = stack_->Sdgctl(as_client);
+  EXPECT_EQ(admitted.exit_code, 0) << admitted.err;
+}
+
+TEST_F(SecurityTest, ARenewedCertificateIsServedWithoutARestart) {
+  MakeCertificates();
+  StackOptions options;
+  options.sdgd_args = TlsServerArgs();
+  options.sdgd_args.push_back("--tls_refresh_interval=1s");
+  Start(options);
+  // cert-manager renews: a new key and certificate, from a new CA here so
+  // that a client can tell which one it was served.
+  CertificateFiles next_ca, next;
+  ASSERT_TRUE(MakeCertificateAuthority(dir_, "next-ca", next_ca).ok());
+  ASSERT_TRUE(
+      MakeSignedCertificate(dir_, "next", next_ca, "DNS:sdgd.test", next).ok());
+  ASSERT_EQ(::rename(next.key.c_str(), server_.key.c_str()), 0);
+  ASSERT_EQ(::rename(next.cert.c_str(), server_.cert.c_str()), 0);
+
+  auto trusts_only_next_ca = [&] {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(next_ca.cert);
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("sdgd.test");
+    auto stub = v1::GenerationService::NewStub(grpc::CreateCustomChannel(
+        stack_->address(), grpc::SslCredentials(ssl), args));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(5));
+    v1::ListJobsResponse response;
+    return stub->ListJobs(&context, {}, &response).ok();
+  };
+  // sdgd checks the files every second; the same process serves the new
+  // certificate once it has (the port would refuse a restarted one: the
+  // Stack does not restart it).
+  EXPECT_TRUE(Eventually(trusts_only_next_ca));
+}
+
+TEST_F(SecurityTest, TokensAreRequiredAndAChangedFileCountsWithoutARestart) {
+  StackOptions options;
+  options.sdgd_args = {"--auth_tokens_file=" + WriteTokensFile({"alice"})};
+  Start(options);
+  CommandResult anonymous = stack_->Sdgctl({"jobs"});
+  EXPECT_EQ(anonymous.exit_code, 1);
+  EXPECT_THAT(anonymous.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(anonymous.err, HasSubstr("--token_file or SDG_TOKEN"));
+  EXPECT_EQ(SdgctlAs("alice", {"jobs"}).exit_code, 0);
+  CommandResult stranger = SdgctlAs("mallory", {"jobs"});
+  EXPECT_EQ(stranger.exit_code, 1);
+  EXPECT_THAT(stranger.err, HasSubstr("UNAUTHENTICATED"));
+  EXPECT_THAT(stranger.err, Not(HasSubstr("mallory-token")));
+
+  // The operator adds bob and revokes alice; the running sdgd follows.
+  WriteTokensFile({"bob"});
+  EXPECT_EQ(SdgctlAs("bob", {"jobs"}).exit_code, 0);
+  CommandResult revoked = SdgctlAs("alice", {"jobs"});
+  EXPECT_EQ(revoked.exit_code, 1);
+  EXPECT_THAT(revoked.err, HasSubstr("UNAUTHENTICATED"));
+
+  std::string log = stack_->SdgdLog();
+  EXPECT_THAT(log, HasSubstr("auth tokens file reloaded"));
+  for (const char* token : {"alice-token", "bob-token", "mallory-token"}) {
+    EXPECT_THAT(log, Not(HasSubstr(token)));
+  }
+}
+
+TEST_F(SecurityTest, ATenantSeesOnlyItsJobsAndTheAdminSeesAll) {
+  StackOptions options;
+  options.llmsim_args = {"--latency_ms=600000"};  // jobs stay running
+  options.sdgd_args = {"--auth_tokens_file=" +
+                       WriteTokensFile({"alice", "bob", "admin"})};
+  Start(options);
+  ASSERT_TRUE(CreateJob("alice", "alices-job").ok());
+
+  // To bob, alice's job is as absent as a job nobody made, word for word.
+  grpc::Status hidden = GetJob("bob", "alices-job");
+  grpc::Status absent = GetJob("bob", "no-such-job");
+  EXPECT_EQ(hidden.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(hidden.error_message(),
+            absl::StrReplaceAll(absent.error_message(),
+                                {{"no-such-job", "alices-job"}}));
+  for (const char* command : {"watch", "cancel", "delete"}) {
+    CommandResult result = SdgctlAs("bob", {command, "alices-job"});
+    EXPECT_EQ(result.exit_code, 1) << command;
+    EXPECT_THAT(result.err, HasSubstr("NOT_FOUND")) << command;
+  }
+  EXPECT_THAT(ListJobIds("bob"), ::testing::IsEmpty());
+  // Nor can bob take the id, or attach to the job by sending its request.
+  grpc::Status taken = CreateJob("bob", "alices-job");
+  EXPECT_EQ(taken.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(ListJobIds("alice"), ::testing::ElementsAre("alices-job"));
+
+  // The admin lists it with its tenant, and cancels it.
+  v1::Job job;
+  ASSERT_TRUE(GetJob("admin", "alices-job", &job).ok());
+  EXPECT_EQ(job.tenant(), "alice");
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(ListJobIds("admin"), ::testing::ElementsAre("alices-job"));
+  CommandResult cancelled = SdgctlAs("admin", {"cancel", "alices-job"});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  CommandResult watched = SdgctlAs("alice", {"watch", "alices-job"});
+  EXPECT_THAT(watched.out + watched.err, HasSubstr("cancelled by CancelJob"));
+}
+
+TEST_F(SecurityTest, AnUploadIsItsTenantsOnly) {
+  StackOptions options;
+  options.sdgd_args = {"--auth_tokens_file=" +
+                       WriteTokensFile({"alice", "bob"})};
+  Start(options);
+  grpc::ClientContext context;
+  As(context, "alice");
+  v1::Dataset dataset;
+  auto writer = Stub()->UploadDataset(&context, &dataset);
+  v1::DatasetChunk chunk;
+  chunk.set_dataset_id("alices-rows");
+  chunk.set_data("{\"x\":\"a\"}\n");
+  ASSERT_TRUE(writer->Write(chunk));
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+
+  grpc::Status refused = CreateJob("bob", "bobs-job", "alices-rows");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(refused.error_message(),
+            "dataset_id: no dataset \"alices-rows\"; upload it first");
+  EXPECT_TRUE(CreateJob("alice", "alices-job", "alices-rows").ok());
+}
+
+TEST_F(SecurityTest, ATenantsQuotaIsExhaustedNamingTheTenant) {
+  StackOptions options;
+  options.llmsim_args = {"--latency_ms=600000"};
+  options.sdgd_args = {
+      "--auth_tokens_file=" + WriteTokensFile({"alice", "bob"}),
+      "--tenant_max_jobs=1", "--tenant_max_queued_jobs=1"};
+  Start(options);
+  ASSERT_TRUE(CreateJob("alice", "a1").ok());
+  ASSERT_TRUE(CreateJob("alice", "a2").ok());
+  grpc::Status exhausted = CreateJob("alice", "a3");
+  EXPECT_EQ(exhausted.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(exhausted.error_message(),
+              HasSubstr("tenant \"alice\" is at its limit of 1 running and 1 "
+                        "queued jobs (--tenant_max_jobs, "
+                        "--tenant_max_queued_jobs)"));
+  // Bob's job runs at once: the server has run slots alice may not use.
+  ASSERT_TRUE(CreateJob("bob", "b1").ok());
+  v1::Job a2, b1;
+  ASSERT_TRUE(GetJob("alice", "a2", &a2).ok());
+  ASSERT_TRUE(GetJob("bob", "b1", &b1).ok());
+  EXPECT_EQ(a2.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(b1.state(), v1::JOB_STATE_RUNNING);
+}
+
+// Probes and grpcurl's list need no token; --reflection=false closes the
+// latter.
+grpc::StatusCode ListServices(const std::string& address) {
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("");
+  stream->Write(request);
+  stream->WritesDone();
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  while (stream->Read(&response)) {
+  }
+  return stream->Finish().error_code();
+}
+
+grpc::StatusCode CheckHealth(const std::string& address) {
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  return stub->Check(&context, request, &response).error_code();
+}
+
+TEST_F(SecurityTest, HealthAndReflectionNeedNoTokenAndReflectionCanBeOff) {
+  StackOptions options;
+  options.sdgd_args = {"--auth_tokens_file=" + WriteTokensFile({"alice"})};
+  Start(options);
+  EXPECT_EQ(CheckHealth(stack_->address()), grpc::StatusCode::OK);
+  EXPECT_EQ(ListServices(stack_->address()), grpc::StatusCode::OK);
+
+  options.sdgd_args.push_back("--reflection=false");
+  Start(options);
+  EXPECT_EQ(CheckHealth(stack_->address()), grpc::StatusCode::OK);
+  EXPECT_EQ(ListServices(stack_->address()), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+}  // namespace
+}  // namespace sdg::testing
