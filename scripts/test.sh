@@ -52,6 +52,19 @@ if [ "${SDG_SANITIZERS:-1}" != 0 ]; then
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$root/tests/tsan/suppressions.txt}
   run_suite build/asan -L "unit|integration|e2e" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address
   run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread
+  # libFuzzer targets (clang, ASan + UBSan), each for SDG_FUZZ_SECONDS from
+  # its committed seeds in tests/fuzz/corpus/; SDG_FUZZ=0 skips them.
+  if [ "${SDG_FUZZ:-1}" != 0 ]; then
+    echo "=== build/fuzz: configure and build (clang, libFuzzer)"
+    cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_CXX_COMPILER=clang++ -DSDG_SANITIZE=fuzz \
+      -DSDG_FUZZ_SECONDS="${SDG_FUZZ_SECONDS:-30}" > /dev/null
+    cmake --build build/fuzz -j "$jobs" --target fuzzers
+    echo "=== build/fuzz: fuzz"
+    rm -f build/fuzz/tests/fuzz/summary.txt
+    (cd build/fuzz && ctest -j 2 -L fuzz --output-on-failure --timeout 600)
+    cat build/fuzz/tests/fuzz/summary.txt
+  fi
 fi
 echo "=== every stage passed in $(( $(date +%s) - start )) s${image_args:+ (image_check left out: SDG_IMAGE_CHECK=0)}"
 command -v ccache > /dev/null && ccache -s | grep -E '^ *(Hits|Misses):' || true

@@ -178,6 +178,8 @@ void Server::Shutdown(absl::Duration grace) {
       {{"grace_s", absl::ToDoubleSeconds(grace)}});
   // Readiness fails so that load balancers stop sending jobs; liveness
   // holds, so that an orchestrator lets the drain finish.
+  // /readyz first: once a client sees gRPC health NOT_SERVING, both say so.
+  metrics_server_->SetReady(false);
   for (const char* service : {"", kServiceName}) {
     grpc_server_->GetHealthCheckService()->SetServingStatus(service, false);
   }

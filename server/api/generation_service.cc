@@ -442,7 +442,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartGenerateJob(
   // deadline is counted from the request's arrival, so the client's own
   // cancel at its deadline can come a little earlier; kDeadlineSlack covers
   // that.
-  constexpr absl::Duration kDeadlineSlack = absl::Seconds(1);
+  static constexpr absl::Duration kDeadlineSlack = absl::Seconds(1);
   const absl::Time deadline = absl::FromChrono(context->deadline());
   std::weak_ptr<Job> weak = *job;
   return JobStreamReactor::Create(*std::move(reader), [weak, deadline] {

@@ -118,16 +118,29 @@ void MetricsServer::OnRequest(evhttp_request* request, void* arg) {
   auto* self = static_cast<MetricsServer*>(arg);
   const char* path =
       evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request));
-  if (path == nullptr || std::strcmp(path, "/metrics") != 0) {
-    evhttp_send_error(request, 404, "try /metrics");
+  if (path == nullptr) path = "";
+  int code = 200;
+  std::string body;
+  const char* content_type = "text/plain; charset=utf-8";
+  if (std::strcmp(path, "/metrics") == 0) {
+    body = self->metrics_.Serialize();
+    content_type = "text/plain; version=0.0.4; charset=utf-8";
+  } else if (std::strcmp(path, "/healthz") == 0) {
+    body = "ok\n";
+  } else if (std::strcmp(path, "/readyz") == 0) {
+    const bool ready = self->ready_.load();
+    code = ready ? 200 : 503;
+    body = ready ? "ready\n" : "shutting down\n";
+  } else {
+    evhttp_send_error(request, 404, "try /metrics, /healthz or /readyz");
     return;
   }
-  std::string body = self->metrics_.Serialize();
   evhttp_add_header(evhttp_request_get_output_headers(request), "Content-Type",
-                    "text/plain; version=0.0.4; charset=utf-8");
+                    content_type);
   evbuffer* out = evbuffer_new();
   evbuffer_add(out, body.data(), body.size());
-  evhttp_send_reply(request, 200, "OK", out);
+  evhttp_send_reply(request, code, code == 200 ? "OK" : "Service Unavailable",
+                    out);
   evbuffer_free(out);
 }
 

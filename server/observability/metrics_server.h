@@ -1,9 +1,13 @@
 // Serves the Prometheus scrape (GET /metrics) over HTTP from one libevent
 // loop on its own thread. (prometheus-cpp's civetweb exposer needs up to 2 s
-// to stop, which every shutdown would pay.)
+// to stop, which every shutdown would pay.) Also GET /healthz (200 while the
+// process runs) and /readyz (200 until shutdown starts, then 503): the
+// kubelet's probes, which cannot speak TLS to the gRPC port's health
+// service. Nothing here is a tenant's or a job's.
 #ifndef SDG_SERVER_OBSERVABILITY_METRICS_SERVER_H_
 #define SDG_SERVER_OBSERVABILITY_METRICS_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,6 +33,8 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   int port() const { return port_; }
+  // /readyz answers 503 once this is false.
+  void SetReady(bool ready) { ready_.store(ready); }
 
  private:
   explicit MetricsServer(const Metrics& metrics) : metrics_(metrics) {}
@@ -38,6 +44,7 @@ class MetricsServer {
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   int port_ = 0;
+  std::atomic<bool> ready_{true};
   std::thread thread_;
 };
 

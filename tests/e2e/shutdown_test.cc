@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_replace.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/http_get.h"
 
 namespace sdg::testing {
 namespace {
@@ -104,6 +106,11 @@ TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
   std::unique_ptr<Subprocess> client = StartJob("held");
   ASSERT_NE(client, nullptr);
   ASSERT_EQ(Health(), grpc::health::v1::HealthCheckResponse::SERVING);
+  // The kubelet's HTTP probes, beside /metrics (they work with TLS on the
+  // gRPC port, which the kubelet's gRPC probe cannot speak).
+  const std::string probes =
+      absl::StrReplaceAll(stack_->metrics_url(), {{"/metrics", ""}});
+  EXPECT_EQ(HttpGet(probes + "/readyz").value_or("error"), "ready\n");
   stack_->sdgd().Signal(SIGTERM);
   ASSERT_TRUE(Eventually([&] {
     return Health() == grpc::health::v1::HealthCheckResponse::NOT_SERVING;
@@ -112,6 +119,9 @@ TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   // Kubernetes' liveness probe must not kill a draining server.
   EXPECT_EQ(Health("liveness"), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_THAT(HttpGet(probes + "/readyz").status().message(),
+              HasSubstr("HTTP 503"));
+  EXPECT_EQ(HttpGet(probes + "/healthz").value_or("error"), "ok\n");
 
   // sdgctl waits for a restarting server to come back; here it never does.
   CommandResult refused =
