@@ -66,9 +66,9 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
     }
     request.set_state(parsed);
   }
-  out << absl::StrFormat("%-24s %-10s %10s %10s %10s %7s  %s\n", "JOB_ID",
-                         "STATE", "ROWS", "SUCCEEDED", "FAILED", "RESUMED",
-                         "BLOCK");
+  out << absl::StrFormat("%-24s %-10s %-12s %10s %10s %10s %7s  %s\n", "JOB_ID",
+                         "STATE", "TENANT", "ROWS", "SUCCEEDED", "FAILED",
+                         "RESUMED", "BLOCK");
   do {
     grpc::ClientContext context;
     SetDeadline(context);
@@ -76,10 +76,12 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
     grpc::Status status = stub.ListJobs(&context, request, &response);
     if (!status.ok()) return FromGrpcStatus(status);
     for (const v1::Job& job : response.jobs()) {
+      // "-": a server without tenants (no --auth_tokens_file).
       out << absl::StrFormat(
-          "%-24s %-10s %10d %10d %10d %7d  %s\n", job.job_id(),
-          StateName(job.state()), job.total_rows(), job.rows_succeeded(),
-          job.rows_failed(), job.resumed(),
+          "%-24s %-10s %-12s %10d %10d %10d %7d  %s\n", job.job_id(),
+          StateName(job.state()), job.tenant().empty() ? "-" : job.tenant(),
+          job.total_rows(), job.rows_succeeded(), job.rows_failed(),
+          job.resumed(),
           job.pipeline_steps() > 0
               ? absl::StrCat("pipeline of ", job.pipeline_steps(), " steps")
               : job.block_name());

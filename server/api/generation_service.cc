@@ -405,7 +405,9 @@ absl::Status GenerationService::Restore(JobRecord record) {
        {"resumed", job->Snapshot().resumed()},
        {"shards_to_run", job->shards_to_run()}});
   // Resumed jobs are admitted past the queue limit: they were admitted once.
-  if (absl::Status submitted = scheduler_.Submit(job); !submitted.ok()) {
+  if (absl::Status submitted =
+          scheduler_.Submit(job, Scheduler::Admission::kResumed);
+      !submitted.ok()) {
     job->Suspend(submitted);
     return submitted;
   }

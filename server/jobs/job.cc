@@ -426,6 +426,7 @@ void Job::MarkRunning() {
   AppendLocked(std::move(event));
   Log(LogLevel::kInfo, "job started",
       {{"job_id", spec_.job_id},
+       {"tenant", tenant_},
        {"block", spec_.block.name()},
        {"backend", spec_.block.backend()},
        {"rows", plan_.total_rows()},
@@ -681,6 +682,7 @@ void Job::MarkFinished() {
       metrics_.JobFinished(tenant_, StateLabel(v1::JOB_STATE_SUSPENDED), true);
       Log(LogLevel::kInfo, "job suspended",
           {{"job_id", spec_.job_id},
+           {"tenant", tenant_},
            {"shards_done", tally_.committed_shards()},
            {"reason", record_.reason}});
       // The stored state stays QUEUED or RUNNING: it resumes on restart.
@@ -739,6 +741,7 @@ void Job::MarkFinished() {
       record_.finished = finished;
       Log(LogLevel::kInfo, "job finished",
           {{"job_id", spec_.job_id},
+           {"tenant", tenant_},
            {"state", StateLabel(state)},
            {"rows_succeeded", tally_.rows_succeeded()},
            {"rows_failed", tally_.rows_failed()},

@@ -42,7 +42,7 @@ Scheduler::~Scheduler() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
+absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
   // Keeps the job (and the token the registration below points into) alive
   // until the registration is settled: once the job is listed, a worker may
   // finish it and drop its own reference at any moment. Declared before the
@@ -61,6 +61,9 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job) {
     if (static_cast<int>(running_.size()) < options_.max_jobs &&
         CountTenant(running_, tenant) < options_.tenant_max_jobs) {
       StartLocked(Entry{std::move(job)});
+    } else if (admission == Admission::kResumed) {
+      queued_.push_back(Entry{std::move(job)});
+      metrics_.JobsQueued(static_cast<double>(queued_.size()));
     } else if (static_cast<int>(queued_.size()) >= options_.max_queued_jobs) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "server is at its limit of ", options_.max_jobs, " running and ",

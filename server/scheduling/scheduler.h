@@ -53,10 +53,14 @@ class Scheduler {
   // Runs the job now (it emits `started`) or queues it (QUEUED; `started`
   // comes when it runs). RESOURCE_EXHAUSTED when the queue is full too, or
   // the job's tenant has as many jobs queued as it may; the message names
-  // the limit and its flags. Once
+  // the limit and its flags. A job resumed from the store was admitted once:
+  // kResumed queues it past every queue limit (a restart with lower limits
+  // or a smaller tokens file must not drop it). Once
   // admitted, the scheduler calls job->MarkFinished() exactly once: after the
   // last shard, or once the job is cancelled and none of its shards runs.
-  absl::Status Submit(std::shared_ptr<Job> job);
+  enum class Admission { kNew, kResumed };
+  absl::Status Submit(std::shared_ptr<Job> job,
+                      Admission admission = Admission::kNew);
 
   int worker_count() const { return static_cast<int>(workers_.size()); }
 

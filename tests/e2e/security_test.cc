@@ -301,6 +301,9 @@ TEST_F(SecurityTest, ATenantSeesOnlyItsJobsAndTheAdminSeesAll) {
   EXPECT_EQ(job.tenant(), "alice");
   EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING);
   EXPECT_THAT(ListJobIds("admin"), ::testing::ElementsAre("alices-job"));
+  CommandResult listed = SdgctlAs("admin", {"jobs"});
+  EXPECT_THAT(listed.out,
+              ::testing::ContainsRegex("alices-job +RUNNING +alice "));
   CommandResult cancelled = SdgctlAs("admin", {"cancel", "alices-job"});
   EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
   CommandResult watched = SdgctlAs("alice", {"watch", "alices-job"});

@@ -217,6 +217,26 @@ TEST_F(SchedulerTest, TenantLimitsQueueThenRejectNamingTheTenant) {
   EXPECT_EQ(a2->Snapshot().state(), v1::JOB_STATE_SUCCEEDED);
 }
 
+TEST_F(SchedulerTest, AResumedJobIsQueuedPastEveryLimit) {
+  StartScheduler(/*max_workers=*/1, /*max_jobs=*/1, /*max_queued=*/0,
+                 /*tenant_max_jobs=*/1, /*tenant_max_queued=*/0);
+  auto running =
+      TenantJob("alice", "running", 1, std::make_shared<RecordingSink>());
+  ASSERT_TRUE(scheduler_->Submit(running).ok());
+  EXPECT_EQ(scheduler_
+                ->Submit(TenantJob("alice", "new", 1,
+                                   std::make_shared<RecordingSink>()))
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+  auto resumed =
+      TenantJob("alice", "resumed", 1, std::make_shared<RecordingSink>());
+  ASSERT_TRUE(scheduler_->Submit(resumed, Scheduler::Admission::kResumed).ok());
+  EXPECT_EQ(resumed->Snapshot().state(), v1::JOB_STATE_QUEUED);
+  runner_.Open();
+  EXPECT_TRUE(resumed->AwaitFinished(absl::InfiniteFuture()));
+  EXPECT_EQ(resumed->Snapshot().state(), v1::JOB_STATE_SUCCEEDED);
+}
+
 TEST_F(SchedulerTest, AFreedRunSlotGoesToTheTenantRunningFewest) {
   StartScheduler(/*max_workers=*/1, /*max_jobs=*/2);
   std::vector<std::shared_ptr<RecordingSink>> sinks;
