@@ -33,24 +33,32 @@ absl::StatusOr<std::string> ReadPem(absl::string_view flag,
   return pem;
 }
 
+// The first certificate in the file `flag` names.
+absl::StatusOr<X509Ptr> ReadCertificate(absl::string_view flag,
+                                        const std::string& path) {
+  absl::StatusOr<std::string> pem = ReadPem(flag, path);
+  if (!pem.ok()) return pem.status();
+  BioPtr bio = MemoryBio(*pem);
+  X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr),
+               &X509_free);
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": no PEM certificate in it"));
+  }
+  return cert;
+}
+
 absl::Status CheckFiles(const TlsOptions& options) {
   if (options.cert_file.empty() || options.key_file.empty()) {
     return absl::InvalidArgumentError(
         "--tls_cert and --tls_key go together: give both, or neither for "
         "plaintext");
   }
-  absl::StatusOr<std::string> cert_pem =
-      ReadPem("--tls_cert", options.cert_file);
-  if (!cert_pem.ok()) return cert_pem.status();
+  absl::StatusOr<X509Ptr> cert =
+      ReadCertificate("--tls_cert", options.cert_file);
+  if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key_pem = ReadPem("--tls_key", options.key_file);
   if (!key_pem.ok()) return key_pem.status();
-  BioPtr cert_bio = MemoryBio(*cert_pem);
-  X509Ptr cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr),
-               &X509_free);
-  if (cert == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--tls_cert ", options.cert_file, ": no PEM certificate in it"));
-  }
   BioPtr key_bio = MemoryBio(*key_pem);
   KeyPtr key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
              &EVP_PKEY_free);
@@ -59,24 +67,16 @@ absl::Status CheckFiles(const TlsOptions& options) {
         absl::StrCat("--tls_key ", options.key_file,
                      ": no unencrypted PEM private key in it"));
   }
-  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+  if (X509_check_private_key(cert->get(), key.get()) != 1) {
     ERR_clear_error();
     return absl::InvalidArgumentError(
         absl::StrCat("--tls_key ", options.key_file,
                      " is not the key of --tls_cert ", options.cert_file));
   }
   if (options.mutual()) {
-    absl::StatusOr<std::string> ca_pem =
-        ReadPem("--tls_client_ca", options.client_ca_file);
-    if (!ca_pem.ok()) return ca_pem.status();
-    BioPtr ca_bio = MemoryBio(*ca_pem);
-    X509Ptr ca(PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr),
-               &X509_free);
-    if (ca == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls_client_ca ", options.client_ca_file,
-                       ": no PEM certificate in it"));
-    }
+    absl::StatusOr<X509Ptr> ca =
+        ReadCertificate("--tls_client_ca", options.client_ca_file);
+    if (!ca.ok()) return ca.status();
   }
   ERR_clear_error();
   return absl::OkStatus();

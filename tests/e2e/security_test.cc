@@ -187,23 +187,23 @@ TEST_F(SecurityTest, MutualTlsRefusesNoCertificateAndAnotherCasOne) {
   options.sdgd_args.push_back("--tls_client_ca=" + ca_.cert);
   Start(options);
 
-  std::vector<std::string> jobs = {"jobs"};
-  for (const std::string& arg : TlsClientArgs()) jobs.push_back(arg);
-  CommandResult anonymous = stack_->Sdgctl(jobs);
-  EXPECT_NE(anonymous.exit_code, 0);
-  EXPECT_THAT(anonymous.err, HasSubstr("UNAVAILABLE"));
-
-  std::vector<std::string> as_stranger = jobs;
-  as_stranger.push_back("--tls_cert=" + stranger.cert);
-  as_stranger.push_back("--tls_key=" + stranger.key);
-  CommandResult refused = stack_->Sdgctl(as_stranger);
-  EXPECT_NE(refused.exit_code, 0);
-  EXPECT_THAT(refused.err, HasSubstr("UNAVAILABLE"));
-
-  std::vector<std::string> as_client = jobs;
-  as_client.push_back("--tls_cert=" + client_.cert);
-  as_client.push_back("--tls_key=" + client_.key);
-  CommandResult admitted = stack_->Sdgctl(as_client);
+  // `sdgctl jobs` presenting `certificate` (none when null).
+  auto jobs_with = [&](const CertificateFiles* certificate) {
+    std::vector<std::string> args = {"jobs"};
+    for (const std::string& arg : TlsClientArgs()) args.push_back(arg);
+    if (certificate != nullptr) {
+      args.push_back("--tls_cert=" + certificate->cert);
+      args.push_back("--tls_key=" + certificate->key);
+    }
+    return stack_->Sdgctl(args);
+  };
+  for (const CertificateFiles* refused :
+       {static_cast<CertificateFiles*>(nullptr), &stranger}) {
+    CommandResult result = jobs_with(refused);
+    EXPECT_NE(result.exit_code, 0);
+    EXPECT_THAT(result.err, HasSubstr("UNAVAILABLE"));
+  }
+  CommandResult admitted = jobs_with(&client_);
   EXPECT_EQ(admitted.exit_code, 0) << admitted.err;
 }
 
