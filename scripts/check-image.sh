@@ -210,9 +210,10 @@ wait_for_port "$work/sdgd-2.log" "sdgd listening on" > /dev/null \
   --batch_size=4 --num_workers=2 --reconnect_for=120s \
   > "$work/sdgctl.log" 2>&1 &
 sdgctl_pid=$!
+# `sdgctl jobs` columns: JOB_ID STATE TENANT ROWS SUCCEEDED ...
 for _ in $(seq 1 600); do
   progress=$("$sdgctl" jobs --server="127.0.0.1:$GRPC_PORT" --state=running \
-    2> /dev/null | awk 'NR > 1 && $4 == 40' || true)
+    2> /dev/null | awk 'NR > 1 && $5 == 40' || true)
   [ -n "$progress" ] && break
   sleep 0.1
 done
