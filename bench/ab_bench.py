@@ -37,6 +37,7 @@ class AbBench(backend_bench.Bench):
              f"--state_dir={state}", *extra, *backends],
             "sdgd listening on", log)
         self.procs.append(self.sdgd)
+        self.store = "durable"
         self.address = f"127.0.0.1:{port}"
         line = self.sdgd.stdout.readline()
         self.metrics_url = (
@@ -62,7 +63,7 @@ def main():
                         "CPU by library")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="sdg-ab-")
-    bench = AbBench(args.build, work)
+    bench = AbBench(args.build, work, perf=False)
     figures = {}
     try:
         bench.start_nginx()

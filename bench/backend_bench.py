@@ -18,6 +18,8 @@ import datetime
 import json
 import os
 import platform
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -102,19 +104,79 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def write_dataset(path, rows):
+def write_dataset(path, rows, context_bytes=0):
+    """Rows of about 60 bytes, or of about context_bytes more."""
+    context = ("Some context to answer from. " * (context_bytes // 29 + 1))[
+        :context_bytes]
     with open(path, "w") as f:
         for i in range(rows):
-            f.write(json.dumps({"id": i, "question": f"What is item {i}?"}) + "\n")
+            row = {"id": i, "question": f"What is item {i}?"}
+            if context_bytes:
+                row["context"] = context
+            f.write(json.dumps(row) + "\n")
+
+
+def vm_kb(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class RssSampler:
+    """The highest VmRSS of a process while a run lasts, read every 50 ms
+    (VmHWM is the whole life's peak, not one run's)."""
+
+    def __init__(self, pid):
+        import threading
+        self.pid = pid
+        self.peak = vm_kb(pid, "VmRSS")
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop)
+        self.thread.start()
+
+    def loop(self):
+        while not self.done.wait(0.05):
+            self.peak = max(self.peak, vm_kb(self.pid, "VmRSS"))
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return max(self.peak, vm_kb(self.pid, "VmRSS"))
+
+
+def by_library(data):
+    """perf's share of samples by library, for a `perf record` file."""
+    report = subprocess.run(
+        ["perf", "report", "-i", data, "--sort", "dso", "--stdio", "-q"],
+        capture_output=True, text=True)
+    shares = {}
+    for line in report.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith("%"):
+            name = parts[1]
+            for prefix, short in (("[kernel", "kernel"), ("libc.", "libc"),
+                                  ("libcurl", "libcurl"),
+                                  ("libprotobuf", "libprotobuf"),
+                                  ("libgrpc", "libgrpc"),
+                                  ("libstdc++", "libstdc++"),
+                                  ("libabsl", "libabsl"), ("sdgd", "sdgd")):
+                if name.startswith(prefix):
+                    name = short
+                    break
+            shares[name] = shares.get(name, 0) + float(parts[0][:-1])
+    return shares
 
 
 class Bench:
-    def __init__(self, build, work):
+    def __init__(self, build, work, perf):
         self.build = build
         self.work = work
         self.procs = []
         self.results = []
         self.datasets = {}
+        self.perf_data = {} if perf else None
 
     def stop(self):
         for proc in reversed(self.procs):
@@ -126,12 +188,13 @@ class Bench:
                     proc.kill()
                     proc.wait()
 
-    def dataset(self, rows):
-        if rows not in self.datasets:
-            path = os.path.join(self.work, f"rows-{rows}.jsonl")
-            write_dataset(path, rows)
-            self.datasets[rows] = path
-        return self.datasets[rows]
+    def dataset(self, rows, context_bytes=0):
+        key = (rows, context_bytes)
+        if key not in self.datasets:
+            path = os.path.join(self.work, f"rows-{rows}-{context_bytes}.jsonl")
+            write_dataset(path, rows, context_bytes)
+            self.datasets[key] = path
+        return self.datasets[key]
 
     def start_nginx(self):
         self.echo50, self.echo0 = free_port(), free_port()
@@ -175,17 +238,26 @@ class Bench:
         backends.append(
             f"--backend=adaptive=http://127.0.0.1:{self.capacity64}/v1")
         backends.append("--backend_max_in_flight=adaptive=adaptive")
-        log = open(os.path.join(self.work, "sdgd.log"), "w")
-        self.sdgd, port = start_printing_port(
-            [os.path.join(self.build, "server/sdgd"), "--listen=127.0.0.1:0",
-             "--metrics_listen=127.0.0.1:0", "--max_workers=64",
-             "--log_level=warning", *backends],
-            "sdgd listening on", log)
-        self.procs.append(self.sdgd)
-        self.address = f"127.0.0.1:{port}"
-        line = self.sdgd.stdout.readline()
-        assert line.startswith("sdgd metrics on"), line
-        self.metrics_url = f"http://127.0.0.1:{line.rsplit(':', 1)[1].strip()}/metrics"
+        self.servers = {}
+        for store, flags in (("durable", [f"--state_dir={self.work}/state"]),
+                             ("ephemeral", ["--ephemeral"])):
+            log = open(os.path.join(self.work, f"sdgd-{store}.log"), "w")
+            proc, port = start_printing_port(
+                [os.path.join(self.build, "server/sdgd"), "--listen=127.0.0.1:0",
+                 "--metrics_listen=127.0.0.1:0", "--max_workers=256",
+                 "--log_level=warning", *flags, *backends],
+                "sdgd listening on", log)
+            self.procs.append(proc)
+            line = proc.stdout.readline()
+            assert line.startswith("sdgd metrics on"), line
+            self.servers[store] = (
+                proc, f"127.0.0.1:{port}",
+                f"http://127.0.0.1:{line.rsplit(':', 1)[1].strip()}/metrics")
+        self.use("durable")
+
+    def use(self, store):
+        self.sdgd, self.address, self.metrics_url = self.servers[store]
+        self.store = store
 
     def backend_seconds(self, backend):
         """sdgd's sum and count of backend request durations for `backend`."""
@@ -208,21 +280,42 @@ class Bench:
               f"{result['cpu_us_per_row']:>7.1f} us CPU/row", flush=True)
 
     def sdgctl(self, scenario, backend, rows, api, batch_size, num_workers,
-               **extra):
+               context_bytes=0, perf=False, **extra):
         out = os.path.join(self.work, "out.jsonl")
         sum0, count0 = self.backend_seconds(backend)
         cpu0 = cpu_seconds(self.sdgd.pid)
+        rss0 = vm_kb(self.sdgd.pid, "VmRSS")
+        recorder = None
+        if perf and self.perf_data is not None:
+            data = os.path.join(self.work, f"perf-{len(self.results)}.data")
+            recorder = subprocess.Popen(
+                ["perf", "record", "-F", "999", "-q", "-o", data, "-p",
+                 str(self.sdgd.pid)], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL)
+        sampler = RssSampler(self.sdgd.pid)
         start = time.monotonic()
         done = subprocess.run(
             [os.path.join(self.build, "client/sdgctl"), "generate",
-             f"--server={self.address}", f"--input={self.dataset(rows)}",
+             f"--server={self.address}",
+             f"--input={self.dataset(rows, context_bytes)}",
              f"--output={out}", "--model=m", f"--api={api}",
-             f"--backend={backend}", "--template=Answer briefly. {{question}}",
+             f"--backend={backend}",
+             "--template=" + ("{{context}} Answer briefly. {{question}}"
+                              if context_bytes else
+                              "Answer briefly. {{question}}"),
              "--max_tokens=16", f"--batch_size={batch_size}",
              f"--num_workers={num_workers}"],
             capture_output=True, text=True)
         seconds = time.monotonic() - start
         cpu = cpu_seconds(self.sdgd.pid) - cpu0
+        extra["rss_growth_mb"] = (sampler.stop() - rss0) / 1024
+        if recorder is not None:
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait()
+            self.perf_data[scenario] = by_library(data)
+        extra["store"] = self.store
+        extra["row_bytes"] = os.path.getsize(
+            self.dataset(rows, context_bytes)) / rows
         sum1, count1 = self.backend_seconds(backend)
         extra["mean_request_ms"] = (sum1 - sum0) / max(1, count1 - count0) * 1e3
         if done.returncode != 0:
@@ -246,38 +339,71 @@ class Bench:
 
     def run(self, quick):
         scale = 10 if quick else 1
-        # 1. One request per row, 256 in flight, 50 ms backend (10 s at best).
+        limit = 256 / 0.05
+        # 1. One request per row, 256 in flight, 50 ms backend (10 s at best),
+        # in one-row shards and in 8-row shards.
         rows = 51200 // scale
-        self.sdgctl("chat 50ms, 256 in flight", "echo50", rows, "chat", 16, 32,
-                    limit_rows_per_s=256 / 0.05)
-        self.python("chat 50ms, 256 in flight", "sdg-style", "sdg_style.py",
-                    self.echo50, rows, "--api=chat", "--batch_size=8",
-                    "--num_workers=256")
-        self.python("chat 50ms, 256 in flight", "asyncio", "async_ref.py",
-                    self.echo50, rows, "--api=chat", "--in_flight=256")
+        self.sdgctl(CHAT50_B1, "echo50", rows, "chat", 1, 256,
+                    limit_rows_per_s=limit)
+        self.sdgctl(CHAT50_B8, "echo50", rows, "chat", 8, 32,
+                    limit_rows_per_s=limit)
+        self.python(CHAT50, "sdg-style", "sdg_style.py", self.echo50, rows,
+                    "--api=chat", "--batch_size=8", "--num_workers=256")
+        self.python(CHAT50, "asyncio", "async_ref.py", self.echo50, rows,
+                    "--api=chat", "--in_flight=256")
         # 2. One request per row, no latency.
-        self.sdgctl("chat 0ms", "echo0", 200000 // scale, "chat", 16, 32)
-        self.python("chat 0ms", "sdg-style", "sdg_style.py", self.echo0,
+        self.sdgctl(CHAT0_B8, "echo0", 200000 // scale, "chat", 8, 32)
+        self.sdgctl(CHAT0_B1, "echo0", 100000 // scale, "chat", 1, 256)
+        self.python(CHAT0, "sdg-style", "sdg_style.py", self.echo0,
                     20000 // scale, "--api=chat", "--batch_size=8",
                     "--num_workers=32")
-        self.python("chat 0ms", "asyncio", "async_ref.py", self.echo0,
+        self.python(CHAT0, "asyncio", "async_ref.py", self.echo0,
                     20000 // scale, "--api=chat", "--in_flight=256")
         # 3. Batched completions, 8 prompts a request, llmsim, no latency.
-        self.sdgctl("completions 0ms, 8/request", "sim", 200000 // scale,
-                    "completions", 8, 32)
-        self.python("completions 0ms, 8/request", "sdg-style", "sdg_style.py",
-                    self.sim0, 40000 // scale, "--api=completions", "--batched",
+        self.sdgctl(BATCHED, "sim", 200000 // scale, "completions", 8, 32)
+        self.python(BATCHED, "sdg-style", "sdg_style.py", self.sim0,
+                    40000 // scale, "--api=completions", "--batched",
                     "--batch_size=8", "--num_workers=32")
-        self.python("completions 0ms, 8/request", "asyncio", "async_ref.py",
-                    self.sim0, 40000 // scale, "--api=completions",
-                    "--batched", "--batch_size=8", "--in_flight=256")
-        # 4. A server that serves 64 at once in 50 ms: fixed limits, adaptive.
+        self.python(BATCHED, "asyncio", "async_ref.py", self.sim0,
+                    40000 // scale, "--api=completions", "--batched",
+                    "--batch_size=8", "--in_flight=256")
+        # 4. Rows of 3 KB (in the prompt), no latency.
+        self.sdgctl(CHAT0_3KB, "echo0", 20000 // scale, "chat", 8, 32,
+                    context_bytes=3000)
+        # 5. The same sdgd without its store (--ephemeral).
+        self.use("ephemeral")
+        self.sdgctl(CHAT50_B1, "echo50", rows, "chat", 1, 256,
+                    limit_rows_per_s=limit)
+        self.sdgctl(CHAT0_B8, "echo0", 200000 // scale, "chat", 8, 32)
+        self.sdgctl(CHAT0_B1, "echo0", 100000 // scale, "chat", 1, 256)
+        self.sdgctl(BATCHED, "sim", 200000 // scale, "completions", 8, 32)
+        self.use("durable")
+        # 6. Where the CPU goes: the same runs again under perf record (not
+        # in the table: perf takes its share).
+        if self.perf_data is not None:
+            self.sdgctl(CHAT0_B8, "echo0", 100000 // scale, "chat", 8, 32,
+                        perf=True, profiled=True)
+            self.sdgctl(CHAT0_B1, "echo0", 50000 // scale, "chat", 1, 256,
+                        perf=True, profiled=True)
+            self.sdgctl(BATCHED, "sim", 100000 // scale, "completions", 8, 32,
+                        perf=True, profiled=True)
+        # 7. A server that serves 64 at once in 50 ms: fixed limits, adaptive.
         rows = 12800 // scale
         for limit in self.fixed_limits:
             self.sdgctl("capacity 64, 50ms", f"cap{limit}", rows, "chat", 8, 64,
                         limit=str(limit))
         self.sdgctl("capacity 64, 50ms", "adaptive", rows, "chat", 8, 64,
                     limit="adaptive")
+
+
+CHAT50 = "chat, 256 in flight × 50 ms"
+CHAT50_B1 = CHAT50 + ", batch_size 1"
+CHAT50_B8 = CHAT50 + ", batch_size 8"
+CHAT0 = "chat, 0 ms"
+CHAT0_B8 = CHAT0 + ", batch_size 8"
+CHAT0_B1 = CHAT0 + ", batch_size 1"
+BATCHED = "batched completions, 8 per request, 0 ms"
+CHAT0_3KB = CHAT0 + ", 3 KB rows, batch_size 8"
 
 
 def by(results, scenario, impl, **match):
@@ -288,17 +414,24 @@ def by(results, scenario, impl, **match):
     return None
 
 
-def write_report(results, png, markdown, when):
-    scenarios = ["chat 50ms, 256 in flight", "chat 0ms",
-                 "completions 0ms, 8/request"]
+def durable(results, scenario, store="durable"):
+    for r in results:
+        if (r["scenario"] == scenario and r["impl"] == "sdgd" and
+                r.get("store") == store and not r.get("profiled")):
+            return r
+    return None
+
+
+def write_report(results, perf, png, markdown, when):
+    chart = [(CHAT50_B8, CHAT50), (CHAT0_B8, CHAT0), (BATCHED, BATCHED)]
     data = os.path.join(os.path.dirname(png), "backend.dat")
     with open(data, "w") as f:
-        for s in scenarios:
-            values = [by(results, s, i) for i in ("sdgd", "sdg-style", "asyncio")]
-            f.write('"%s" %s\n' % (s, " ".join(
-                "%.0f" % v["rows_per_s"] for v in values)))
+        for scenario, refs in chart:
+            values = [durable(results, scenario)["rows_per_s"]] + [
+                by(results, refs, i)["rows_per_s"] for i in ("sdg-style", "asyncio")]
+            f.write('"%s" %s\n' % (scenario, " ".join("%.0f" % v for v in values)))
     script = f"""
-set terminal pngcairo size 900,480 font "sans,11"
+set terminal pngcairo size 1000,480 font "sans,10"
 set output "{png}"
 set title "Rows per second, one machine (2 cores), loopback"
 set style data histograms
@@ -316,23 +449,60 @@ plot "{data}" using 2:xtic(1) title "sdgd (sdgctl, gRPC)", \\
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
     os.remove(data)
 
-    lines = []
-    lines.append("| scenario | sdgd rows/s | SDG-style rows/s | asyncio rows/s "
-                 "| sdgd ÷ SDG-style | sdgd ÷ asyncio | sdgd CPU/row |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|")
-    for s in scenarios:
-        d, t, a = (by(results, s, i) for i in ("sdgd", "sdg-style", "asyncio"))
+    chat0 = durable(results, CHAT0_B8)
+    kb3 = durable(results, CHAT0_3KB)
+    limit = 256 / 0.05
+    targets = {
+        CHAT50_B1: (CHAT50, "≥ 95 % of 5,120 rows/s",
+                    lambda r: r["rows_per_s"] >= 0.95 * limit),
+        CHAT50_B8: (CHAT50, "≥ 95 % of 5,120 rows/s",
+                    lambda r: r["rows_per_s"] >= 0.95 * limit),
+        CHAT0_B8: (CHAT0, "≥ 20,000 rows/s, ≤ 50 µs",
+                   lambda r: r["rows_per_s"] >= 20000 and r["cpu_us_per_row"] <= 50),
+        CHAT0_B1: (CHAT0, "≥ 20,000 rows/s, ≤ 50 µs",
+                   lambda r: r["rows_per_s"] >= 20000 and r["cpu_us_per_row"] <= 50),
+        BATCHED: (BATCHED, "≥ 50,000 rows/s, ≤ 20 µs",
+                  lambda r: r["rows_per_s"] >= 50000 and r["cpu_us_per_row"] <= 20),
+        CHAT0_3KB: (None, "≤ 1.3× the CPU of 60-byte rows",
+                    lambda r: r["cpu_us_per_row"] <= 1.3 * chat0["cpu_us_per_row"]),
+    }
+    lines = ["| scenario | sdgd rows/s | SDG-style rows/s | asyncio rows/s "
+             "| ÷ SDG-style | ÷ asyncio | sdgd CPU/row | target | met | "
+             "durable ÷ ephemeral (≥ 0.9) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---:|"]
+    for scenario, (refs, target, met) in targets.items():
+        d = durable(results, scenario)
+        e = durable(results, scenario, "ephemeral")
+        t = by(results, refs, "sdg-style") if refs else None
+        a = by(results, refs, "asyncio") if refs else None
+        rate = f"{d['rows_per_s']:,.0f}"
+        if "limit_rows_per_s" in d:
+            rate += f" ({d['rows_per_s'] / limit * 100:.0f} %)"
+        cpu = f"{d['cpu_us_per_row']:.1f} µs"
+        if scenario == CHAT0_3KB:
+            cpu += f" ({d['cpu_us_per_row'] / chat0['cpu_us_per_row']:.2f}×)"
         lines.append(
-            f"| {s} | {d['rows_per_s']:,.0f} | {t['rows_per_s']:,.0f} | "
-            f"{a['rows_per_s']:,.0f} | {d['rows_per_s'] / t['rows_per_s']:.1f}× | "
+            f"| {scenario} | {rate} | "
+            f"{t['rows_per_s']:,.0f} | {a['rows_per_s']:,.0f} | "
+            f"{d['rows_per_s'] / t['rows_per_s']:.1f}× | "
             f"{d['rows_per_s'] / a['rows_per_s']:.1f}× | "
-            f"{d['cpu_us_per_row']:.1f} µs |")
+            if t else f"| {scenario} | {rate} | | | | | ")
+        lines[-1] += (f"{cpu} | {target} | {'yes' if met(d) else 'no'} | "
+                      + (f"{d['rows_per_s'] / e['rows_per_s']:.2f} |" if e else "|"))
     table = "\n".join(lines)
 
-    chat50 = by(results, "chat 50ms, 256 in flight", "sdgd")
-    limit_share = chat50["rows_per_s"] / chat50["limit_rows_per_s"] * 100
+    libraries = ["kernel", "libc", "libcurl", "sdgd", "libprotobuf", "libgrpc",
+                 "libabsl", "libstdc++"]
+    perf_lines = ["| scenario | " + " | ".join(libraries) + " | other |",
+                  "|---|" + "---:|" * (len(libraries) + 1)]
+    for scenario, shares in (perf or {}).items():
+        known = [shares.get(name, 0.0) for name in libraries]
+        perf_lines.append(f"| {scenario} | " + " | ".join(
+            f"{v:.0f} %" for v in known) + f" | {100 - sum(known):.0f} % |")
+    perf_table = "\n".join(perf_lines) if perf else "(perf was not available)"
+
+    chat50 = durable(results, CHAT50_B8)
     measured_limit = 256 / (chat50["mean_request_ms"] / 1e3)
-    cap_full = chat50["rows_per_s"] / measured_limit * 100
     cap_lines = ["| in-flight limit per endpoint | rows/s | of the best fixed |",
                  "|---|---:|---:|"]
     cap = [r for r in results if r["scenario"] == "capacity 64, 50ms"]
@@ -348,15 +518,19 @@ Measured by `bench/run.sh` (one command; it installs what it needs, builds
 Release and runs everything side by side). These are not tests: nothing here
 asserts a time. Figures from one run on {when}, on this project's 2-core
 Debian 12 machine, everything on loopback; the raw numbers are in
-`bench/results/backend.json`, the scheduler and cancellation figures in
-`bench/README.md`.
+`bench/results/backend.json`, the scheduler, cancellation, store and
+pipeline figures in `bench/README.md`. Between runs on this shared VM the
+same build's figures move by about 10 % (`bench/ab_bench.py`).
 
 ## Backend throughput: sdgd against the Python ways
 
 Every sdgd run goes end to end: `sdgctl generate` reads a JSON-lines file,
 sends it over gRPC, sdgd calls the backend and streams the rows back, and
-sdgctl writes them in input order. The Python references get their prompts
-in memory and write nothing.
+sdgctl writes them in input order. sdgd runs with its durable store (SQLite
+and files); the last column is its rows per second against the same sdgd
+build with `--ephemeral`, in the same run. The Python references get their
+prompts in memory and write nothing; they do not shard, so one figure
+serves both batch sizes.
 
 - **SDG style**: InstructLab SDG's `LLMBlock` pattern, a
   `ThreadPoolExecutor` over shards of `batch_size` rows with one shared
@@ -373,19 +547,25 @@ in memory and write nothing.
 
 ![rows per second](benchmarks/backend.png)
 
-- One request per row with 256 in flight against a 50 ms backend can at
-  best reach 256 ÷ 0.05 s = 5,120 rows/s; sdgd reached
-  {chat50['rows_per_s']:,.0f} rows/s, {limit_share:.0f} % of that limit
-  (target: 95 %), end to end including sdgctl's start, reading and writing.
-  Measured by sdgd, a backend request took {chat50['mean_request_ms']:.1f} ms on
-  average (nginx's 50 ms sleep plus HTTP on a busy machine), for which 256 in
-  flight allow {measured_limit:,.0f} rows/s: sdgd kept its cap
-  {cap_full:.0f} % busy.
-- With no backend latency sdgd spent {by(results, 'chat 0ms', 'sdgd')['cpu_us_per_row']:.1f} µs
-  of CPU per row (user + system, from `/proc/PID/stat`; target: 50 µs) at
-  {by(results, 'chat 0ms', 'sdgd')['rows_per_s']:,.0f} rows/s (target: 20,000 rows/s);
-  nginx, sdgctl and sdgd share the two cores.
-- sdgd's CPU time includes its gRPC serving of the results.
+- CPU per row is sdgd's user + system time (`/proc/PID/stat`) over the
+  rows; nginx, sdgctl and sdgd share the two cores.
+- 256 in flight against 50 ms allow at best 5,120 rows/s; measured by sdgd,
+  a backend request took {chat50['mean_request_ms']:.1f} ms on average at
+  batch_size 8 (nginx's sleep plus HTTP on a busy machine), for which 256
+  in flight allow {measured_limit:,.0f} rows/s.
+- 3 KB rows: each row carries a 3,000-byte `context` that goes into its
+  prompt. sdgd's RSS rose by {kb3['rss_growth_mb']:.0f} MB over the run
+  (sampled every 50 ms), for {kb3['rows'] * kb3['row_bytes'] / 1e6:.0f} MB
+  of rows in the job and at most 256 × 3 KB = 0.8 MB of them in flight.
+
+## Where sdgd's CPU goes
+
+`perf record -F 999` on the durable sdgd during a second run of each
+scenario (not the runs in the table: perf takes its share), samples by
+library; libc is mostly malloc and free, the kernel mostly sockets, epoll
+and waking threads:
+
+{perf_table}
 
 ## Adaptive in-flight limit against a saturating server
 
@@ -410,7 +590,7 @@ def main():
                         help="a tenth of the rows, to check the harness")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="sdg-bench-")
-    bench = Bench(args.build, work)
+    bench = Bench(args.build, work, perf=shutil.which("perf") is not None)
     try:
         bench.start_nginx()
         bench.start_sdgd()
@@ -421,10 +601,11 @@ def main():
     results_path = os.path.join(ROOT, "bench/results/backend.json")
     with open(results_path, "w") as f:
         json.dump({"date": when, "machine": platform.machine(),
-                   "cpus": os.cpu_count(), "results": bench.results}, f,
-                  indent=1)
+                   "cpus": os.cpu_count(), "results": bench.results,
+                   "cpu_by_library": bench.perf_data}, f, indent=1)
     os.makedirs(os.path.join(ROOT, "docs/benchmarks"), exist_ok=True)
-    write_report(bench.results, os.path.join(ROOT, "docs/benchmarks/backend.png"),
+    write_report(bench.results, bench.perf_data,
+                 os.path.join(ROOT, "docs/benchmarks/backend.png"),
                  os.path.join(ROOT, "docs/BENCHMARKS.md"), when)
     print(f"wrote {results_path}, docs/BENCHMARKS.md, docs/benchmarks/backend.png")
 
