@@ -17,10 +17,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import backend_bench  # noqa: E402
 
 SCENARIOS = {
-    # name: (backend, rows, api, batch_size, num_workers)
-    "chat 0ms, batch 8": ("echo0", 100000, "chat", 8, 32),
-    "chat 0ms, batch 1": ("echo0", 50000, "chat", 1, 256),
-    "completions 0ms, 8/request": ("sim", 200000, "completions", 8, 32),
+    # name: (backend, rows, api, batch_size, num_workers, row context bytes)
+    "chat 0ms, batch 8": ("echo0", 100000, "chat", 8, 32, 0),
+    "chat 0ms, batch 1": ("echo0", 50000, "chat", 1, 256, 0),
+    "completions 0ms, 8/request": ("sim", 200000, "completions", 8, 32, 0),
+    "chat 0ms, 3 KB rows, batch 8": ("echo0", 20000, "chat", 8, 32, 3000),
 }
 
 
@@ -71,7 +72,8 @@ def main():
         for _ in range(args.rounds):
             for label, binary in (("A", args.a), ("B", args.b)):
                 bench.start_sdgd_binary(binary, args.sdgd_flag)
-                for name, (backend, rows, api, batch, workers) in SCENARIOS.items():
+                for name, (backend, rows, api, batch, workers,
+                           context) in SCENARIOS.items():
                     if args.only and args.only != name:
                         continue
                     perf = None
@@ -82,7 +84,7 @@ def main():
                              "-p", str(bench.sdgd.pid)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     bench.sdgctl(f"{name} [{label}]", backend, rows, api, batch,
-                                 workers)
+                                 workers, context_bytes=context)
                     if perf is not None:
                         perf.send_signal(2)
                         perf.wait()

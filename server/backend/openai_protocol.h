@@ -19,6 +19,10 @@ namespace sdg {
 inline constexpr absl::string_view kCompletionsPath = "/completions";
 inline constexpr absl::string_view kChatCompletionsPath = "/chat/completions";
 
+// Bodies are written as text, not built as a JSON DOM. Prompts and the
+// block's strings are UTF-8 (they come from protobuf strings) and go into
+// the body as they are, with '"', '\\' and control characters escaped.
+
 // A /completions body for one or more prompts. With several prompts the reply
 // holds prompts.size() * n choices, index = prompt_index * n + sample_index
 // (vLLM's order).

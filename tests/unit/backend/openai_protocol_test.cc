@@ -61,6 +61,44 @@ TEST(OpenAiProtocolTest, ChatBodyWithoutSystemPromptHasOnlyTheUser) {
   EXPECT_EQ(body["messages"][0]["role"], "user");
 }
 
+// The bodies read back as the JSON a DOM would have made, for prompts with
+// every kind of character JSON escapes, non-ASCII text, and every field.
+TEST(OpenAiProtocolTest, BodiesReadBackAsTheirFieldsWithEveryCharacter) {
+  std::string awkward = "quote \" backslash \\ slash / newline \n tab \t ";
+  for (int c = 0; c < 0x20; ++c) awkward.push_back(static_cast<char>(c));
+  awkward += " \x7f héllo 世界 🙂 \\u0041";
+  v1::Block block = TestBlock();
+  block.set_system_prompt("Be \"brief\"\n");
+  block.set_max_tokens(64);
+  block.set_temperature(0.7);
+  block.set_top_p(0.95);
+  block.set_seed(-42);
+  block.add_stop("\n\n");
+  block.add_stop("END\"");
+  block.set_n(3);
+
+  json chat = json::parse(BuildChatBody(block, awkward));
+  EXPECT_EQ(chat, (json{
+                      {"messages",
+                       {{{"role", "system"}, {"content", "Be \"brief\"\n"}},
+                        {{"role", "user"}, {"content", awkward}}}},
+                      {"model", block.model()},
+                      {"n", 3},
+                      {"max_tokens", 64},
+                      {"temperature", 0.7},
+                      {"top_p", 0.95},
+                      {"seed", -42},
+                      {"stop", {"\n\n", "END\""}},
+                  }));
+  json batched = json::parse(BuildCompletionsBody(block, {awkward, "", "b"}));
+  EXPECT_EQ(batched["prompt"], (json{awkward, "", "b"}));
+  EXPECT_EQ(batched["temperature"].get<double>(), 0.7);
+  json single = json::parse(BuildCompletionsBody(TestBlock(), {awkward}));
+  EXPECT_EQ(single["prompt"], awkward);
+  EXPECT_FALSE(single.contains("temperature"));
+  EXPECT_FALSE(single.contains("stop"));
+}
+
 TEST(OpenAiProtocolTest, CompletionsReplyChoicesAreOrderedByIndex) {
   auto reply = ParseCompletionsReply(
       R"({"choices":[{"index":2,"text":"c","finish_reason":"length"},
