@@ -21,7 +21,8 @@ inline constexpr absl::string_view kChatCompletionsPath = "/chat/completions";
 
 // Bodies are written as text, not built as a JSON DOM. Prompts and the
 // block's strings are UTF-8 (they come from protobuf strings) and go into
-// the body as they are, with '"', '\\' and control characters escaped.
+// the body as they are, with '"', '\\' and control characters escaped; a
+// string that is not UTF-8 has its invalid bytes replaced by U+FFFD.
 
 // A /completions body for one or more prompts. With several prompts the reply
 // holds prompts.size() * n choices, index = prompt_index * n + sample_index

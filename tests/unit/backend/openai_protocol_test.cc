@@ -99,6 +99,26 @@ TEST(OpenAiProtocolTest, BodiesReadBackAsTheirFieldsWithEveryCharacter) {
   EXPECT_FALSE(single.contains("stop"));
 }
 
+// Never from a request (protobuf strings are UTF-8), but a body stays JSON:
+// bytes that are not UTF-8 become U+FFFD. The fuzzer found the case: a
+// four-byte character cut after its first byte.
+TEST(OpenAiProtocolTest, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  v1::Block block = TestBlock();
+  block.set_system_prompt("\"h\xf0");
+  for (const std::string& prompt :
+       {std::string("a\xf0\x9d\xb2"), std::string("\xc0\xaf"),
+        std::string("\xed\xa0\x80"), std::string("\xff")}) {
+    json chat = json::parse(BuildChatBody(block, prompt), nullptr, false);
+    ASSERT_FALSE(chat.is_discarded()) << prompt;
+    EXPECT_EQ(chat["messages"][0]["content"], "\"h\xef\xbf\xbd");
+    EXPECT_THAT(chat["messages"][1]["content"].get<std::string>(),
+                HasSubstr("\xef\xbf\xbd"));
+  }
+  EXPECT_EQ(json::parse(BuildChatBody(
+                block, "\xf0\x9d\xb2\x8c"))["messages"][1]["content"],
+            "\xf0\x9d\xb2\x8c");
+}
+
 TEST(OpenAiProtocolTest, CompletionsReplyChoicesAreOrderedByIndex) {
   auto reply = ParseCompletionsReply(
       R"({"choices":[{"index":2,"text":"c","finish_reason":"length"},
