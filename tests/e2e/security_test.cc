@@ -79,6 +79,17 @@ class SecurityTest : public StackTest {
     return v1::GenerationService::NewStub(grpc::CreateChannel(
         stack_->address(), grpc::InsecureChannelCredentials()));
   }
+  // A plain gRPC client over TLS, trusting the CA in `ca_file`, expecting
+  // the server's certificate to name sdgd.test.
+  std::unique_ptr<v1::GenerationService::Stub> TlsStub(
+      const std::string& ca_file) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(ca_file);
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("sdgd.test");
+    return v1::GenerationService::NewStub(grpc::CreateCustomChannel(
+        stack_->address(), grpc::SslCredentials(ssl), args));
+  }
   static void As(grpc::ClientContext& context, const std::string& tenant) {
     if (!tenant.empty()) {
       context.AddMetadata("authorization", "Bearer " + tenant + "-token");
@@ -146,12 +157,7 @@ TEST_F(SecurityTest, TlsServesSdgctlAndAPlainGrpcClient) {
   EXPECT_EQ(JsonLines(ReadFile(out)).size(), 3u);
 
   // Any gRPC client with the CA: no sdgctl needed.
-  grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = ReadFile(ca_.cert);
-  grpc::ChannelArguments args;
-  args.SetSslTargetNameOverride("sdgd.test");
-  auto stub = v1::GenerationService::NewStub(grpc::CreateCustomChannel(
-      stack_->address(), grpc::SslCredentials(ssl), args));
+  auto stub = TlsStub(ca_.cert);
   grpc::ClientContext context;
   v1::GetJobRequest request;
   request.set_job_id("tls");
@@ -223,12 +229,7 @@ TEST_F(SecurityTest, ARenewedCertificateIsServedWithoutARestart) {
   ASSERT_EQ(::rename(next.cert.c_str(), server_.cert.c_str()), 0);
 
   auto trusts_only_next_ca = [&] {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadFile(next_ca.cert);
-    grpc::ChannelArguments args;
-    args.SetSslTargetNameOverride("sdgd.test");
-    auto stub = v1::GenerationService::NewStub(grpc::CreateCustomChannel(
-        stack_->address(), grpc::SslCredentials(ssl), args));
+    auto stub = TlsStub(next_ca.cert);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(5));
