@@ -635,10 +635,20 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
       group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
     }
     AppendGroupLocked(std::move(group));
-    stages_[StageOf(shard)].uncommitted.erase(shard.index % kStageStride);
-    if (is_pipeline() && !token_.IsCancelled()) AdvanceStagesLocked();
+    if (!is_pipeline()) {
+      stages_[StageOf(shard)].uncommitted.erase(shard.index % kStageStride);
+    }
     AppendProgressIfDueLocked();
     log = log_;
+  }
+  if (is_pipeline()) {
+    // A later stage starts only from rows on disk: released before their
+    // commit, a crash would lose them after the next stage had asked the
+    // backend about them, and a resumed job would ask again for both.
+    log->AwaitCommitted();
+    absl::MutexLock lock(&mu_);
+    stages_[StageOf(shard)].uncommitted.erase(shard.index % kStageStride);
+    if (!token_.IsCancelled()) AdvanceStagesLocked();
   }
   // Outside the lock: waits only when the disk is far behind.
   log->AwaitRoom();
