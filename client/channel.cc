@@ -79,9 +79,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadToken(
-    const std::string& token_file,
-    const std::function<std::optional<std::string>(const char*)>& getenv) {
+absl::StatusOr<std::string> ReadToken(const std::string& token_file,
+                                      const GetEnv& getenv) {
   std::string token;
   if (!token_file.empty()) {
     absl::StatusOr<std::string> contents =

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/environment.h"
 
 namespace sdg {
 
@@ -37,9 +38,8 @@ struct ChannelOptions {
 // The token from `token_file`, else from the environment variable
 // SDG_TOKEN (read through `getenv`), else "". Never from a flag holding the
 // token itself: `ps` would show it.
-absl::StatusOr<std::string> ReadToken(
-    const std::string& token_file,
-    const std::function<std::optional<std::string>(const char*)>& getenv);
+absl::StatusOr<std::string> ReadToken(const std::string& token_file,
+                                      const GetEnv& getenv);
 
 // A channel that reconnects quickly after sdgd restarts and takes messages
 // as large as sdgd sends. Fails naming the flag whose file cannot be read.

@@ -3,7 +3,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -16,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/environment.h"
 #include "base/signal_watcher.h"
 #include "client/channel.h"
 #include "client/generate.h"
@@ -312,12 +312,7 @@ int main(int argc, char** argv) {
   InterruptTarget interrupt;
   sdg::SignalWatcher signals([&interrupt](int) { interrupt.Interrupt(); });
   absl::StatusOr<std::string> token =
-      sdg::ReadToken(absl::GetFlag(FLAGS_token_file),
-                     [](const char* name) -> std::optional<std::string> {
-                       const char* value = std::getenv(name);
-                       if (value == nullptr) return std::nullopt;
-                       return std::string(value);
-                     });
+      sdg::ReadToken(absl::GetFlag(FLAGS_token_file), sdg::EnvironmentVariable);
   if (!token.ok()) return Fail(token.status());
   sdg::ChannelOptions channel_options;
   channel_options.address = absl::GetFlag(FLAGS_server);

@@ -2,7 +2,6 @@
 #include <curl/curl.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "base/allocator.h"
+#include "base/environment.h"
 #include "base/logging.h"
 #include "base/repeated_flag.h"
 #include "base/signal_watcher.h"
@@ -145,13 +145,7 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   backend_flags.defaults.outage.limit =
       std::max(absl::ZeroDuration(), absl::GetFlag(FLAGS_backend_outage_limit));
   absl::StatusOr<std::vector<sdg::BackendOptions>> backends =
-      sdg::BackendsFromFlags(
-          backend_flags,
-          [](const std::string& name) -> std::optional<std::string> {
-            const char* value = std::getenv(name.c_str());
-            if (value == nullptr) return std::nullopt;
-            return std::string(value);
-          });
+      sdg::BackendsFromFlags(backend_flags, sdg::EnvironmentVariable);
   if (!backends.ok()) return backends.status();
   options.backends = *std::move(backends);
   return options;

@@ -17,12 +17,6 @@ constexpr char kHowToSend[] =
     "send the metadata \"authorization: Bearer TOKEN\" (sdgctl: "
     "--token_file or SDG_TOKEN)";
 
-std::optional<struct stat> StatFile(const std::string& path) {
-  struct stat info;
-  if (::stat(path.c_str(), &info) != 0) return std::nullopt;
-  return info;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
@@ -37,58 +31,61 @@ absl::StatusOr<std::unique_ptr<Authenticator>> Authenticator::Create(
       new Authenticator(options, metrics));
   if (!authenticator->enabled()) return authenticator;
   absl::MutexLock lock(&authenticator->mu_);
-  if (absl::Status s = authenticator->ReloadIfChangedLocked(); !s.ok()) {
-    return s;
-  }
+  authenticator->read_version_ = authenticator->CurrentVersion();
+  absl::StatusOr<std::vector<TenantToken>> tokens = authenticator->ReadTokens();
+  if (!tokens.ok()) return tokens.status();
+  authenticator->tokens_ = *std::move(tokens);
   Log(LogLevel::kInfo, "authentication on",
       {{"tokens_file", options.tokens_file},
        {"tokens", static_cast<int64_t>(authenticator->tokens_.size())}});
   return authenticator;
 }
 
-absl::Status Authenticator::ReloadIfChangedLocked() {
+Authenticator::FileVersion Authenticator::CurrentVersion() const {
+  struct stat info;
+  if (::stat(options_.tokens_file.c_str(), &info) != 0) return FileVersion{};
+  return FileVersion{
+      info.st_dev,
+      info.st_ino,
+      info.st_size,
+      static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 +
+          info.st_mtim.tv_nsec,
+      static_cast<int64_t>(info.st_ctim.tv_sec) * 1'000'000'000 +
+          info.st_ctim.tv_nsec,
+  };
+}
+
+absl::StatusOr<std::vector<TenantToken>> Authenticator::ReadTokens() const {
   const std::string& path = options_.tokens_file;
-  std::optional<struct stat> info = StatFile(path);
-  // A missing file is a version too (all zero), so that it is reported once.
-  FileVersion version;
-  if (info.has_value()) {
-    version = FileVersion{
-        info->st_dev,
-        info->st_ino,
-        info->st_size,
-        static_cast<int64_t>(info->st_mtim.tv_sec) * 1'000'000'000 +
-            info->st_mtim.tv_nsec,
-        static_cast<int64_t>(info->st_ctim.tv_sec) * 1'000'000'000 +
-            info->st_ctim.tv_nsec,
-    };
-  }
-  if (version == read_version_) return absl::OkStatus();
   absl::StatusOr<std::string> text = ReadFileToString(path);
   absl::StatusOr<std::vector<TenantToken>> tokens =
       text.ok() ? ParseTokensFile(*text) : text.status();
-  const bool first = !read_version_.has_value() && tokens_.empty();
   if (!tokens.ok()) {
-    const absl::Status error(tokens.status().code(),
-                             absl::StrCat("--auth_tokens_file ", path, ": ",
-                                          tokens.status().message()));
-    if (first) return error;
-    // Once per version of the file, not once per call.
+    return absl::Status(tokens.status().code(),
+                        absl::StrCat("--auth_tokens_file ", path, ": ",
+                                     tokens.status().message()));
+  }
+  return tokens;
+}
+
+void Authenticator::ReloadIfChangedLocked() {
+  const FileVersion version = CurrentVersion();
+  if (version == read_version_) return;
+  // Once per version of the file, not once per call, whatever it holds.
+  read_version_ = version;
+  absl::StatusOr<std::vector<TenantToken>> tokens = ReadTokens();
+  if (!tokens.ok()) {
     metrics_.TokensFileReloaded(false);
     Log(LogLevel::kError,
         "auth tokens file unreadable or invalid; keeping the tokens read "
         "before",
-        {{"error", std::string(error.message())}});
-    read_version_ = version;
-    return absl::OkStatus();
+        {{"error", std::string(tokens.status().message())}});
+    return;
   }
-  if (!first) {
-    metrics_.TokensFileReloaded(true);
-    Log(LogLevel::kInfo, "auth tokens file reloaded",
-        {{"tokens", static_cast<int64_t>(tokens->size())}});
-  }
+  metrics_.TokensFileReloaded(true);
+  Log(LogLevel::kInfo, "auth tokens file reloaded",
+      {{"tokens", static_cast<int64_t>(tokens->size())}});
   tokens_ = *std::move(tokens);
-  read_version_ = version;
-  return absl::OkStatus();
 }
 
 std::optional<std::string> Authenticator::TenantOfLocked(
@@ -127,7 +124,7 @@ absl::StatusOr<Caller> Authenticator::Authenticate(
       absl::StripLeadingAsciiWhitespace(value.substr(kScheme.size()));
   const std::string digest = absl::HexStringToBytes(Sha256Hex(token));
   absl::MutexLock lock(&mu_);
-  (void)ReloadIfChangedLocked();
+  ReloadIfChangedLocked();
   std::optional<std::string> tenant = TenantOfLocked(digest);
   if (!tenant.has_value()) {
     metrics_.AuthFailed("unknown_token");

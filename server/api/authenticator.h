@@ -69,8 +69,12 @@ class Authenticator {
 
   Authenticator(const Options& options, Metrics& metrics)
       : options_(options), metrics_(metrics) {}
-  // Reads the file if it changed since it was last read (or last failed).
-  absl::Status ReloadIfChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  FileVersion CurrentVersion() const;
+  // The file's tokens; errors name the flag, the path and the line.
+  absl::StatusOr<std::vector<TenantToken>> ReadTokens() const;
+  // Reads the file again if it changed since it was last read (or last
+  // failed); a failure keeps the tokens and is logged.
+  void ReloadIfChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The tenant whose token has this digest, comparing every entry in
   // constant time.
   std::optional<std::string> TenantOfLocked(absl::string_view digest) const
@@ -81,7 +85,7 @@ class Authenticator {
   absl::Mutex mu_;
   std::vector<TenantToken> tokens_ ABSL_GUARDED_BY(mu_);
   // What was last read, or last tried and found invalid.
-  std::optional<FileVersion> read_version_ ABSL_GUARDED_BY(mu_);
+  FileVersion read_version_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sdg

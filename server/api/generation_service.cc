@@ -47,15 +47,6 @@ grpc::ServerUnaryReactor* AnswerDecoded(
   return Answer(context, status);
 }
 
-// What a caller sees for a job id that another tenant took: the same words
-// whoever holds it, so that the answer tells nothing of the other job.
-absl::Status JobIdTaken(const std::string& job_id) {
-  return absl::AlreadyExistsError(
-      absl::StrCat("job_id: a job ", Quoted(job_id),
-                   " already exists with a different request; choose "
-                   "another id or leave job_id empty"));
-}
-
 }  // namespace
 
 GenerationService::GenerationService(const Options& options,
@@ -232,9 +223,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
   });
   if (absl::Status added = registry_.Add(job); !added.ok()) {
     (void)store_.RemoveJob(job_id);
-    // Another tenant's job may have taken the id meanwhile.
-    return added.code() == absl::StatusCode::kAlreadyExists ? JobIdTaken(job_id)
-                                                            : added;
+    return added;
   }
   if (absl::Status admitted = scheduler_.Submit(job); !admitted.ok()) {
     registry_.Remove(job_id);
@@ -504,8 +493,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     grpc::CallbackServerContext* context, v1::Dataset* response) {
   absl::StatusOr<Caller> caller = Identify(*context);
-  if (!caller.ok())
+  if (!caller.ok()) {
     return DatasetUploadReactor::Refuse(store_, caller.status());
+  }
   PruneUploads();
   return DatasetUploadReactor::Start(store_, caller->tenant, response);
 }

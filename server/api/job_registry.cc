@@ -8,16 +8,18 @@
 
 namespace sdg {
 
+absl::Status JobIdTaken(const std::string& job_id) {
+  return absl::AlreadyExistsError(
+      absl::StrCat("job_id: a job ", Quoted(job_id),
+                   " already exists with a different request; choose "
+                   "another id or leave job_id empty"));
+}
+
 absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
   absl::MutexLock lock(&mu_);
   PruneLocked();
   auto [it, inserted] = positions_.try_emplace(job->id(), next_position_);
-  if (!inserted) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("job_id: a job ", Quoted(job->id()),
-                     " already exists with a different request; choose "
-                     "another id or leave job_id empty"));
-  }
+  if (!inserted) return JobIdTaken(job->id());
   jobs_[next_position_++] = std::move(job);
   return absl::OkStatus();
 }

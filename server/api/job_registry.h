@@ -22,12 +22,16 @@
 
 namespace sdg {
 
+// ALREADY_EXISTS for a job_id a listed job holds: the same words whoever
+// holds it, so that another tenant learns nothing of the job.
+absl::Status JobIdTaken(const std::string& job_id);
+
 class JobRegistry {
  public:
   JobRegistry(absl::Duration retention, JobStore& store)
       : retention_(retention), store_(store) {}
 
-  // ALREADY_EXISTS if a listed job has the same id.
+  // JobIdTaken if a listed job has the same id.
   absl::Status Add(std::shared_ptr<Job> job);
   // NOT_FOUND naming the id, also when the job is not the caller's. For
   // admission, Find(id, Caller{.admin = true}) sees every job.

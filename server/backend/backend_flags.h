@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/environment.h"
 #include "server/backend/backend.h"
 
 namespace sdg {
@@ -33,8 +34,6 @@ struct BackendFlags {
 // The environment variable holding NAME's API key: SDG_BACKEND_API_KEY_ and
 // NAME upper-cased with '-' as '_'.
 std::string ApiKeyEnvVar(absl::string_view backend_name);
-
-using GetEnv = std::function<std::optional<std::string>(const std::string&)>;
 
 // INVALID_ARGUMENT naming the flag and the reason for anything malformed, a
 // per-backend value for an unknown backend, or an unreadable key file.

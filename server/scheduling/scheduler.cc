@@ -101,6 +101,7 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
 void Scheduler::StartLocked(Entry entry) {
   // `started` is emitted before any worker can see the job.
   entry.job->MarkRunning();
+  entry.tenant_served = &tenant_served_[entry.job->tenant()];
   ArmTimeoutLocked(entry);
   metrics_.ShardsQueued(static_cast<double>(entry.job->shards_to_run()));
   // Least recently served first: a new job has not been served at all.
@@ -162,9 +163,7 @@ Scheduler::EntryList::iterator Scheduler::FindDispatchableLocked() {
   uint64_t found_served = 0;
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     Job& job = *it->job;
-    auto served = tenant_served_.find(job.tenant());
-    const uint64_t last_served =
-        served == tenant_served_.end() ? 0 : served->second;
+    const uint64_t last_served = *it->tenant_served;
     // Only the first dispatchable job of each tenant is a candidate, and
     // only a tenant served before the one found can beat it.
     if (found != running_.end() && last_served >= found_served) continue;
@@ -254,7 +253,7 @@ void Scheduler::WorkerLoop() {
       shard = job->StartNextShard();
       ++entry->started;
       ++entry->in_progress;
-      tenant_served_[job->tenant()] = ++dispatches_;
+      *entry->tenant_served = ++dispatches_;
       running_.splice(running_.end(), running_, entry);
     }
     metrics_.ShardsQueued(-1);

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "base/cancellation_token.h"
@@ -71,6 +71,9 @@ class Scheduler {
     int in_progress = 0;
     CancellationToken::Registration on_cancel = {};
     TimerService::TimerId timeout = 0;  // armed when the job starts to run
+    // Its tenant's slot in tenant_served_, set when it starts to run: the
+    // dispatch reads and bumps it without a lookup.
+    uint64_t* tenant_served = nullptr;
   };
   using EntryList = std::list<Entry>;
   // A job nothing more will run for, to finish once mu_ is released.
@@ -118,8 +121,8 @@ class Scheduler {
   EntryList running_ ABSL_GUARDED_BY(mu_);
   EntryList queued_ ABSL_GUARDED_BY(mu_);  // oldest first
   // When each tenant with running jobs last got a shard (a dispatch count;
-  // absent: not yet, which comes first).
-  absl::flat_hash_map<std::string, uint64_t> tenant_served_
+  // 0: not yet, which comes first). Node-based: entries point into it.
+  absl::node_hash_map<std::string, uint64_t> tenant_served_
       ABSL_GUARDED_BY(mu_);
   uint64_t dispatches_ ABSL_GUARDED_BY(mu_) = 0;
 

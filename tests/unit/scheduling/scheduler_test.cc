@@ -125,6 +125,18 @@ class SchedulerTest : public ::testing::Test {
     sink->Watch(job);
     return job;
   }
+  // Submits a job of `tenant`'s with its own sink, kept for
+  // AwaitTenantJobsClosed.
+  void SubmitTenantJob(const std::string& tenant, const std::string& id,
+                       int shards) {
+    tenant_sinks_.push_back(std::make_shared<RecordingSink>());
+    ASSERT_TRUE(
+        scheduler_->Submit(TenantJob(tenant, id, shards, tenant_sinks_.back()))
+            .ok());
+  }
+  void AwaitTenantJobsClosed() {
+    for (auto& sink : tenant_sinks_) sink->AwaitClosed();
+  }
   std::shared_ptr<Job> TenantJob(const std::string& tenant,
                                  const std::string& id, int shards,
                                  std::shared_ptr<RecordingSink> sink) {
@@ -141,6 +153,7 @@ class SchedulerTest : public ::testing::Test {
   MemoryJobStore store_;
   testing::ManualTimers timers_;
   GatedRunner runner_;
+  std::vector<std::shared_ptr<RecordingSink>> tenant_sinks_;
   std::unique_ptr<Scheduler> scheduler_;
 };
 
@@ -161,19 +174,13 @@ TEST_F(SchedulerTest, ShardsOfConcurrentJobsAlternate) {
 
 TEST_F(SchedulerTest, TenantsTakeTurnsBeforeTheirJobsDo) {
   StartScheduler(/*max_workers=*/1);
-  std::vector<std::shared_ptr<RecordingSink>> sinks;
-  auto submit = [&](const std::string& tenant, const std::string& id) {
-    sinks.push_back(std::make_shared<RecordingSink>());
-    ASSERT_TRUE(
-        scheduler_->Submit(TenantJob(tenant, id, 4, sinks.back())).ok());
-  };
-  submit("alice", "a1");
+  SubmitTenantJob("alice", "a1", 4);
   runner_.AwaitRunning(1);  // the only worker holds a1:0
-  submit("alice", "a2");
-  submit("alice", "a3");
-  submit("bob", "b1");
+  SubmitTenantJob("alice", "a2", 4);
+  SubmitTenantJob("alice", "a3", 4);
+  SubmitTenantJob("bob", "b1", 4);
   runner_.Open();
-  for (auto& sink : sinks) sink->AwaitClosed();
+  AwaitTenantJobsClosed();
   // Bob's one job gets every other shard while it has any: half the
   // workers, not a quarter (one job of four).
   std::vector<std::string> started = runner_.started();
@@ -239,19 +246,13 @@ TEST_F(SchedulerTest, AResumedJobIsQueuedPastEveryLimit) {
 
 TEST_F(SchedulerTest, AFreedRunSlotGoesToTheTenantRunningFewest) {
   StartScheduler(/*max_workers=*/1, /*max_jobs=*/2);
-  std::vector<std::shared_ptr<RecordingSink>> sinks;
-  auto submit = [&](const std::string& tenant, const std::string& id) {
-    sinks.push_back(std::make_shared<RecordingSink>());
-    ASSERT_TRUE(
-        scheduler_->Submit(TenantJob(tenant, id, 1, sinks.back())).ok());
-  };
-  submit("alice", "a1");
+  SubmitTenantJob("alice", "a1", 1);
   runner_.AwaitRunning(1);
-  submit("alice", "a2");  // the second run slot
-  submit("alice", "a3");  // queued
-  submit("bob", "b1");    // queued after a3
+  SubmitTenantJob("alice", "a2", 1);  // the second run slot
+  SubmitTenantJob("alice", "a3", 1);  // queued
+  SubmitTenantJob("bob", "b1", 1);    // queued after a3
   runner_.Open();
-  for (auto& sink : sinks) sink->AwaitClosed();
+  AwaitTenantJobsClosed();
   std::vector<std::string> started = runner_.started();
   ASSERT_EQ(started.size(), 4u);
   // When a1 ends, alice still runs a2 and bob runs nothing: b1 starts, and
