@@ -62,6 +62,10 @@ def main():
     parser.add_argument("--perf", action="store_true",
                         help="perf record each sdgd's last round; print its "
                         "CPU by library")
+    parser.add_argument("--perf_sort", default="dso",
+                        help="perf report's --sort keys (e.g. dso,sym)")
+    parser.add_argument("--perf_lines", type=int, default=12,
+                        help="how many lines of each perf report to print")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="sdg-ab-")
     bench = AbBench(args.build, work, perf=False)
@@ -89,10 +93,11 @@ def main():
                         perf.send_signal(2)
                         perf.wait()
                         report = subprocess.run(
-                            ["perf", "report", "-i", data, "--sort", "dso",
+                            ["perf", "report", "-i", data, "--sort", args.perf_sort,
                              "--stdio", "-q"], capture_output=True, text=True)
-                        print(f"--- {name} [{label}]: sdgd's CPU by library")
-                        print("\n".join(report.stdout.splitlines()[:12]))
+                        print(f"--- {name} [{label}]: sdgd's CPU by {args.perf_sort}")
+                        print("\n".join(
+                            report.stdout.splitlines()[:args.perf_lines]))
                     r = bench.results[-1]
                     figures.setdefault((name, label), []).append(
                         (r["rows_per_s"], r["cpu_us_per_row"]))

@@ -1,7 +1,6 @@
 #include "server/api/job_stream.h"
 
 #include "server/api/status_util.h"
-#include "server/api/wire.h"
 
 namespace sdg {
 
@@ -15,16 +14,19 @@ StreamCursor::Action StreamCursor::NextActionLocked() {
                                  "the client cancelled the call");
     return action;
   }
-  absl::StatusOr<std::optional<v1::JobEvent>> next = reader_->Next();
+  absl::StatusOr<std::optional<EventLog::EncodedEvent>> next = reader_->Next();
   // The rows a pipeline carries to a barrier stay in the job's log.
-  while (next.ok() && next->has_value() && (*next)->has_stage_rows()) {
+  while (next.ok() && next->has_value() &&
+         (*next)->event_case == v1::JobEvent::kStageRows) {
     next = reader_->Next();
   }
   if (!next.ok()) {
     finish_called_ = true;
     action.finish = ToGrpcStatus(next.status());
   } else if (next->has_value()) {
-    in_flight_ = EncodeMessage(**next);
+    // Sent as the log holds it: no parse and serialize per event.
+    grpc::Slice event((*next)->bytes);
+    in_flight_ = grpc::ByteBuffer(&event, 1);
     write_in_flight_ = true;
     action.write = &in_flight_;
   } else if (std::optional<absl::Status> end = reader_->End()) {

@@ -6,9 +6,12 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "base/logging.h"
 
 namespace sdg {
@@ -63,13 +66,14 @@ Header DecodeHeader(const char* bytes) {
 }
 
 struct Record {
-  v1::JobEvent event;
-  int64_t end;  // the offset after it
+  uint64_t sequence;
+  std::string payload;  // a serialized sdg.v1.JobEvent, its CRC checked
+  int64_t end;          // the offset after it
   bool group_continues;
 };
 
 // Reads the record at `offset` through `read`; nullopt for a torn or
-// damaged record (short, oversized, bad CRC, unparsable).
+// damaged record (short, oversized, bad CRC).
 template <typename ReadFn>
 absl::StatusOr<std::optional<Record>> ReadRecord(int64_t offset, int64_t limit,
                                                  ReadFn read) {
@@ -89,12 +93,31 @@ absl::StatusOr<std::optional<Record>> ReadRecord(int64_t offset, int64_t limit,
       RecordCrc(header.sequence_le, payload) != header.crc) {
     return std::nullopt;
   }
-  v1::JobEvent event;
-  if (!event.ParseFromString(payload) ||
-      event.sequence() != le64toh(header.sequence_le)) {
-    return std::nullopt;
+  return Record{le64toh(header.sequence_le), std::move(payload), end,
+                header.group_continues};
+}
+
+// The oneof case of a serialized JobEvent, from its top-level field tags;
+// EVENT_NOT_SET if it has none or the bytes do not parse that far.
+v1::JobEvent::EventCase EventCaseOf(absl::string_view payload) {
+  using google::protobuf::internal::WireFormatLite;
+  google::protobuf::io::CodedInputStream input(
+      reinterpret_cast<const uint8_t*>(payload.data()),
+      static_cast<int>(payload.size()));
+  static const google::protobuf::OneofDescriptor* const kEvent =
+      v1::JobEvent::descriptor()->FindOneofByName("event");
+  v1::JobEvent::EventCase found = v1::JobEvent::EVENT_NOT_SET;
+  while (const uint32_t tag = input.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    for (int i = 0; i < kEvent->field_count(); ++i) {
+      // A oneof case's value is its field's number.
+      if (kEvent->field(i)->number() == field) {
+        found = static_cast<v1::JobEvent::EventCase>(field);
+      }
+    }
+    if (!WireFormatLite::SkipField(&input, tag)) break;
   }
-  return Record{std::move(event), end, header.group_continues};
+  return found;
 }
 
 // Where the whole groups of records of a log file end: reads every record
@@ -117,12 +140,15 @@ absl::StatusOr<WholeRecords> ScanWholeRecords(
   while (true) {
     auto record = ReadRecord(position, size, read);
     if (!record.ok()) return record.status();
-    if (!record->has_value() ||
-        (*record)->event.sequence() != whole.last_sequence + group.size() + 1) {
+    const uint64_t expected = whole.last_sequence + group.size() + 1;
+    v1::JobEvent event;
+    if (!record->has_value() || (*record)->sequence != expected ||
+        !event.ParseFromString((*record)->payload) ||
+        event.sequence() != expected) {
       return whole;
     }
     position = (*record)->end;
-    group.push_back(std::move((*record)->event));
+    group.push_back(std::move(event));
     if ((*record)->group_continues) continue;
     for (const v1::JobEvent& event : group) replay(event);
     whole.last_sequence = group.back().sequence();
@@ -343,24 +369,46 @@ absl::StatusOr<std::unique_ptr<EventLog::Reader>> EventLog::Read(
 }
 
 absl::StatusOr<size_t> EventLog::Reader::Read(int64_t offset, size_t size,
-                                              char* out) {
-  if (fd_.get() >= 0) return ReadAt(fd_.get(), offset, size, out, log_->path_);
-  absl::MutexLock lock(&log_->mu_);
-  const std::string& bytes = log_->memory_;
-  if (offset >= static_cast<int64_t>(bytes.size())) return 0;
-  size_t n = std::min(size, bytes.size() - static_cast<size_t>(offset));
-  std::memcpy(out, bytes.data() + offset, n);
+                                              int64_t limit, char* out) {
+  if (fd_.get() < 0) {
+    absl::MutexLock lock(&log_->mu_);
+    const std::string& bytes = log_->memory_;
+    if (offset >= static_cast<int64_t>(bytes.size())) return 0;
+    size_t n = std::min(size, bytes.size() - static_cast<size_t>(offset));
+    std::memcpy(out, bytes.data() + offset, n);
+    return n;
+  }
+  const int64_t end = offset + static_cast<int64_t>(size);
+  if (offset < read_ahead_start_ ||
+      end > read_ahead_start_ + static_cast<int64_t>(read_ahead_.size())) {
+    // Committed bytes do not change: what was read ahead stays valid.
+    const size_t chunk = static_cast<size_t>(std::max<int64_t>(
+        end, std::min(limit, offset + static_cast<int64_t>(kReadAhead))) -
+        offset);
+    read_ahead_.resize(chunk);
+    absl::StatusOr<size_t> got =
+        ReadAt(fd_.get(), offset, chunk, read_ahead_.data(), log_->path_);
+    if (!got.ok()) return got.status();
+    read_ahead_.resize(*got);
+    read_ahead_start_ = offset;
+  }
+  const int64_t available =
+      read_ahead_start_ + static_cast<int64_t>(read_ahead_.size()) - offset;
+  const size_t n = static_cast<size_t>(
+      std::clamp<int64_t>(available, 0, static_cast<int64_t>(size)));
+  std::memcpy(out, read_ahead_.data() + (offset - read_ahead_start_), n);
   return n;
 }
 
-absl::StatusOr<std::optional<v1::JobEvent>> EventLog::Reader::Next() {
+absl::StatusOr<std::optional<EventLog::EncodedEvent>>
+EventLog::Reader::Next() {
   int64_t limit;
   {
     absl::MutexLock lock(&log_->mu_);
     limit = log_->committed_bytes_;
   }
-  auto read = [this](int64_t offset, size_t n, char* out) {
-    return Read(offset, n, out);
+  auto read = [this, limit](int64_t offset, size_t n, char* out) {
+    return Read(offset, n, limit, out);
   };
   while (position_ < limit) {
     auto record = ReadRecord(position_, limit, read);
@@ -371,7 +419,7 @@ absl::StatusOr<std::optional<v1::JobEvent>> EventLog::Reader::Next() {
           "; the job's events after sequence ", last_read_, " are lost"));
     }
     position_ = (*record)->end;
-    const uint64_t sequence = (*record)->event.sequence();
+    const uint64_t sequence = (*record)->sequence;
     if (sequence <= after_) continue;
     if (sequence != last_read_ + 1) {
       return absl::DataLossError(absl::StrCat(
@@ -379,7 +427,11 @@ absl::StatusOr<std::optional<v1::JobEvent>> EventLog::Reader::Next() {
           last_read_, " (was the state_dir used by two servers?)"));
     }
     last_read_ = sequence;
-    return std::move((*record)->event);
+    EncodedEvent event;
+    event.sequence = sequence;
+    event.event_case = EventCaseOf((*record)->payload);
+    event.bytes = std::move((*record)->payload);
+    return event;
   }
   return std::nullopt;
 }

@@ -73,11 +73,18 @@ class EventLog : public std::enable_shared_from_this<EventLog> {
   // Why committing failed, or OK.
   absl::Status commit_error() const;
 
+  // A committed event as the log holds it, ready to send as it is.
+  struct EncodedEvent {
+    uint64_t sequence = 0;
+    // Which event it is, read from its field tag without parsing it.
+    v1::JobEvent::EventCase event_case = v1::JobEvent::EVENT_NOT_SET;
+    std::string bytes;  // a serialized sdg.v1.JobEvent
+  };
   // A reader's position in the log.
   class Reader {
    public:
     // The next committed event; nullopt when every committed event was read.
-    absl::StatusOr<std::optional<v1::JobEvent>> Next();
+    absl::StatusOr<std::optional<EncodedEvent>> Next();
     // Once every committed event was read: why the log ends (OK after
     // `finished`), or nullopt while more may come.
     std::optional<absl::Status> End() const;
@@ -91,13 +98,22 @@ class EventLog : public std::enable_shared_from_this<EventLog> {
           after_(after),
           last_read_(after),
           fd_(std::move(fd)) {}
-    absl::StatusOr<size_t> Read(int64_t offset, size_t size, char* out);
+    // Copies [offset, offset + size) of the log, below `limit` (committed).
+    absl::StatusOr<size_t> Read(int64_t offset, size_t size, int64_t limit,
+                                char* out);
+
+    // File logs are read ahead in chunks of this size: a watcher behind by
+    // a commit round reads it in one pread, not two per event.
+    static constexpr size_t kReadAhead = 256 << 10;
 
     const std::shared_ptr<EventLog> log_;
     const uint64_t after_;  // events up to this one are skipped
     uint64_t last_read_;
     int64_t position_ = 0;
     UniqueFd fd_;  // file logs: the reader's own
+    // File logs: committed bytes read ahead, from offset read_ahead_start_.
+    std::string read_ahead_;
+    int64_t read_ahead_start_ = 0;
   };
   // Events after `after_sequence`.
   absl::StatusOr<std::unique_ptr<Reader>> Read(uint64_t after_sequence);

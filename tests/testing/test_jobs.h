@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "server/jobs/job.h"
 #include "server/jobs/memory_job_store.h"
 
@@ -37,7 +38,9 @@ inline std::vector<v1::JobEvent> EventsOf(const Job& job) {
   while (true) {
     auto next = (*reader)->Next();
     if (!next.ok() || !next->has_value()) break;
-    events.push_back(**std::move(next));
+    if (!events.emplace_back().ParseFromString((*next)->bytes)) {
+      ADD_FAILURE() << "event " << (*next)->sequence << " does not parse";
+    }
   }
   return events;
 }

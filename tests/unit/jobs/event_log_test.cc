@@ -43,7 +43,7 @@ std::vector<uint64_t> SequencesAfter(EventLog& log, uint64_t after) {
     auto next = (*reader)->Next();
     EXPECT_TRUE(next.ok()) << next.status();
     if (!next.ok() || !next->has_value()) break;
-    sequences.push_back((*next)->sequence());
+    sequences.push_back((*next)->sequence);
   }
   return sequences;
 }
@@ -252,6 +252,67 @@ TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
   EXPECT_EQ(reader->End()->code(), absl::StatusCode::kResourceExhausted);
   log.reset();
   EXPECT_THAT(ReplayShards(path_, committer), ElementsAre(0, 1, 2));
+}
+
+TEST_F(EventLogTest, AReaderGetsEachEventAsAppendedWithItsCase) {
+  auto log = EventLog::InMemory();
+  v1::JobEvent result = ResultOfShard(7);
+  log->Append(result);
+  v1::JobEvent stage_rows;
+  stage_rows.set_job_id("j");
+  stage_rows.mutable_stage_rows()->set_shard_index(1);
+  log->Append(stage_rows);
+  auto reader = *log->Read(0);
+
+  auto first = *reader->Next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->sequence, 1u);
+  EXPECT_EQ(first->event_case, v1::JobEvent::kShardResult);
+  v1::JobEvent parsed;
+  ASSERT_TRUE(parsed.ParseFromString(first->bytes));
+  EXPECT_EQ(parsed.SerializeAsString(), result.SerializeAsString());
+  auto second = *reader->Next();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->event_case, v1::JobEvent::kStageRows);
+  EXPECT_EQ((*reader->Next()), std::nullopt);
+}
+
+TEST_F(EventLogTest, AReaderReadsOnPastWhatItReadAheadAsMoreIsCommitted) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log;
+  ReplayShards(path_, committer, &log);
+  // Events of about 100 KB: a read-ahead chunk holds two or three.
+  auto append = [&](int shard) {
+    v1::JobEvent event = ResultOfShard(shard);
+    (*event.mutable_shard_result()
+          ->mutable_rows(0)
+          ->mutable_columns()
+          ->mutable_fields())["output"]
+        .set_string_value(std::string(100'000, 'a' + shard % 26));
+    log->Append(event);
+  };
+  auto reader = *log->Read(0);
+  std::vector<int64_t> shards;
+  auto read_all = [&] {
+    while (true) {
+      auto next = reader->Next();
+      ASSERT_TRUE(next.ok()) << next.status();
+      if (!next->has_value()) return;
+      v1::JobEvent event;
+      ASSERT_TRUE(event.ParseFromString((*next)->bytes));
+      EXPECT_EQ(event.shard_result().rows(0).columns().fields().at("output")
+                    .string_value(),
+                std::string(100'000, 'a' + event.shard_result().shard_index() % 26));
+      shards.push_back(event.shard_result().shard_index());
+    }
+  };
+  for (int shard = 0; shard < 5; ++shard) append(shard);
+  log->AwaitCommitted();
+  read_all();
+  for (int shard = 5; shard < 8; ++shard) append(shard);
+  log->AwaitCommitted();
+  read_all();
+  EXPECT_THAT(shards, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 TEST_F(EventLogTest, UnwritableFileIsResourceExhaustedNamingIt) {
