@@ -5,10 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <simdjson.h>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/json_util.h"
 #include "server/jobs/file_util.h"
 
 namespace sdg {
@@ -296,19 +297,131 @@ absl::Status JsonLinesDecoder::Finish(RowFn on_row) {
   return Decode(last, on_row);
 }
 
+namespace {
+
+// A row's nesting, in objects and arrays. An object in an object is three
+// protobuf messages (the map entry, its Value, the Struct), and a serialized
+// row must parse again under protobuf's limit of 100.
+constexpr int kMaxRowDepth = 32;
+
+const char* KindOf(simdjson::dom::element_type type) {
+  using Type = simdjson::dom::element_type;
+  switch (type) {
+    case Type::ARRAY:
+      return "an array";
+    case Type::OBJECT:
+      return "an object";
+    case Type::STRING:
+      return "a string";
+    case Type::BOOL:
+      return "a boolean";
+    case Type::NULL_VALUE:
+      return "null";
+    default:
+      return "a number";
+  }
+}
+
+absl::Status FillStruct(simdjson::dom::object object,
+                        google::protobuf::Struct& out, int depth);
+
+// `element` (at nesting `depth`) into `out`.
+absl::Status FillValue(simdjson::dom::element element,
+                       google::protobuf::Value& out, int depth) {
+  using Type = simdjson::dom::element_type;
+  const Type type = element.type();
+  if ((type == Type::ARRAY || type == Type::OBJECT) && depth >= kMaxRowDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nested deeper than ", kMaxRowDepth, " levels"));
+  }
+  switch (type) {
+    case Type::OBJECT:
+      return FillStruct(element.get_object().value_unsafe(),
+                        *out.mutable_struct_value(), depth + 1);
+    case Type::ARRAY: {
+      google::protobuf::ListValue& list = *out.mutable_list_value();
+      const simdjson::dom::array items = element.get_array().value_unsafe();
+      for (simdjson::dom::element item : items) {
+        if (absl::Status s = FillValue(item, *list.add_values(), depth + 1);
+            !s.ok()) {
+          return s;
+        }
+      }
+      return absl::OkStatus();
+    }
+    case Type::STRING: {
+      const std::string_view text = element.get_string().value_unsafe();
+      out.set_string_value(text.data(), text.size());
+      return absl::OkStatus();
+    }
+    case Type::INT64:
+      out.set_number_value(
+          static_cast<double>(element.get_int64().value_unsafe()));
+      return absl::OkStatus();
+    case Type::UINT64:
+      out.set_number_value(
+          static_cast<double>(element.get_uint64().value_unsafe()));
+      return absl::OkStatus();
+    case Type::DOUBLE:
+      out.set_number_value(element.get_double().value_unsafe());
+      return absl::OkStatus();
+    case Type::BOOL:
+      out.set_bool_value(element.get_bool().value_unsafe());
+      return absl::OkStatus();
+    case Type::NULL_VALUE:
+      out.set_null_value(google::protobuf::NULL_VALUE);
+      return absl::OkStatus();
+  }
+  return absl::InternalError("unknown JSON element type");
+}
+
+absl::Status FillStruct(simdjson::dom::object object,
+                        google::protobuf::Struct& out, int depth) {
+  auto& fields = *out.mutable_fields();
+  for (simdjson::dom::key_value_pair field : object) {
+    google::protobuf::Value& value =
+        fields[std::string(field.key.data(), field.key.size())];
+    value.Clear();  // a repeated key: the last one counts, as in JSON.parse
+    if (absl::Status s = FillValue(field.value, value, depth); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+JsonLinesDecoder::JsonLinesDecoder()
+    : parser_(std::make_unique<simdjson::dom::parser>()) {}
+
+JsonLinesDecoder::~JsonLinesDecoder() = default;
+
 absl::Status JsonLinesDecoder::Decode(absl::string_view line, RowFn on_row) {
   ++line_number_;
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   if (line.find_first_not_of(" \t") == absl::string_view::npos) {
     return absl::OkStatus();
   }
-  google::protobuf::Struct row;
-  auto parsed = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(line.data(), line.size()), &row);
-  if (!parsed.ok()) {
+  auto not_a_row = [this](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("line ", line_number_, ": not a JSON object (",
-                     parsed.message().as_string(), ")"));
+        absl::StrCat("line ", line_number_, ": not a JSON object (", why, ")"));
+  };
+  // simdjson reads past the end of its input: it copies the line into its
+  // own padded buffer (realloc_if_needed).
+  simdjson::dom::element document;
+  if (simdjson::error_code error =
+          parser_->parse(line.data(), line.size(), true).get(document);
+      error != simdjson::SUCCESS) {
+    return not_a_row(simdjson::error_message(error));
+  }
+  if (document.type() != simdjson::dom::element_type::OBJECT) {
+    return not_a_row(absl::StrCat("got ", KindOf(document.type())));
+  }
+  google::protobuf::Struct row;
+  if (absl::Status s =
+          FillStruct(document.get_object().value_unsafe(), row, 1);
+      !s.ok()) {
+    return not_a_row(s.message());
   }
   return on_row(std::move(row));
 }

@@ -23,6 +23,10 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/struct.pb.h"
 
+namespace simdjson::dom {
+class parser;
+}  // namespace simdjson::dom
+
 namespace sdg {
 
 // What a builder learnt of its rows; enough to validate a job against the
@@ -85,6 +89,9 @@ class DatasetBuilder {
 class JsonLinesDecoder {
  public:
   using RowFn = absl::FunctionRef<absl::Status(google::protobuf::Struct)>;
+  JsonLinesDecoder();
+  ~JsonLinesDecoder();
+
   absl::Status Feed(absl::string_view data, RowFn on_row);
   // The last line, if the text does not end with a newline.
   absl::Status Finish(RowFn on_row);
@@ -97,6 +104,8 @@ class JsonLinesDecoder {
  private:
   absl::Status Decode(absl::string_view line, RowFn on_row);
 
+  // simdjson's parser: its buffers are reused from line to line.
+  std::unique_ptr<simdjson::dom::parser> parser_;
   std::string partial_;
   int64_t line_number_ = 0;
   int64_t bytes_ = 0;

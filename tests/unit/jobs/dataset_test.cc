@@ -7,6 +7,8 @@
 
 #include <fstream>
 
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
@@ -97,6 +99,90 @@ TEST(JsonLinesDecoderTest, BadLineIsNamedByItsNumber) {
   absl::Status status = decoder.Feed("{\"q\": 1}\n\n[1, 2]\n{\"q\": 2}\n", add);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("line 3: not a JSON object"));
+}
+
+// The one row `line` decodes to, or the decoder's error.
+absl::StatusOr<google::protobuf::Struct> DecodeLine(const std::string& line) {
+  JsonLinesDecoder decoder;
+  std::optional<google::protobuf::Struct> decoded;
+  auto keep = [&](google::protobuf::Struct row) {
+    decoded = std::move(row);
+    return absl::OkStatus();
+  };
+  if (absl::Status s = decoder.Feed(line + "\n", keep); !s.ok()) return s;
+  if (!decoded.has_value()) return absl::NotFoundError("no row");
+  return *decoded;
+}
+
+TEST(JsonLinesDecoderTest, RowsAreTheStructsProtobufsJsonParserGives) {
+  for (const std::string line : {
+           R"({"s": "x\u00e9\n", "n": 1.5, "i": -3, "u": 18446744073709551615, )"
+           R"("b": true, "f": false, "z": null, "e": {}, "l": []})",
+           R"({"o": {"k": [1, "a", {"d": [[null]]}], "t": "\ud83d\ude00"}})",
+           R"({})",
+       }) {
+    google::protobuf::Struct expected;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &expected).ok())
+        << line;
+    absl::StatusOr<google::protobuf::Struct> row = DecodeLine(line);
+    ASSERT_TRUE(row.ok()) << row.status();
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals(*row, expected))
+        << line << "\n" << row->DebugString() << "\nexpected:\n"
+        << expected.DebugString();
+  }
+}
+
+TEST(JsonLinesDecoderTest, ARepeatedKeyTakesItsLastValue) {
+  absl::StatusOr<google::protobuf::Struct> row =
+      DecodeLine(R"({"k": {"a": 1}, "k": "last"})");
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->fields().at("k").string_value(), "last");
+}
+
+TEST(JsonLinesDecoderTest, WhatIsNotAnObjectRowIsRefusedSayingWhy) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"[1]", "got an array"},
+      {"3", "got a number"},
+      {R"("text")", "got a string"},
+      {"null", "got null"},
+      {R"({"q": 1)", "improper structure"},
+      {R"({"q": 1} {"r": 2})", "improper structure"},
+      {R"({"q": 1e999})", "parsing a number"},
+      {"{\"q\": \"\xff\"}", "UTF-8"},
+  };
+  for (const auto& [line, why] : cases) {
+    absl::StatusOr<google::protobuf::Struct> row = DecodeLine(line);
+    EXPECT_EQ(row.status().code(), absl::StatusCode::kInvalidArgument) << line;
+    EXPECT_THAT(row.status().message(), HasSubstr("line 1: not a JSON object ("))
+        << line;
+    EXPECT_THAT(row.status().message(), HasSubstr(why)) << row.status();
+  }
+}
+
+TEST(JsonLinesDecoderTest, ARowAsDeepAsAllowedSerializesAndParsesBack) {
+  // `depth` levels: objects in objects, or arrays in arrays under the row.
+  auto nested = [](int depth, bool arrays) {
+    std::string line = arrays ? R"({"k": )" : "{";
+    for (int i = 1; i < depth; ++i) line += arrays ? "[" : R"("k": {)";
+    for (int i = 1; i < depth; ++i) line += arrays ? "]" : "}";
+    return line + "}";
+  };
+  for (bool arrays : {false, true}) {
+    absl::StatusOr<google::protobuf::Struct> deepest =
+        DecodeLine(nested(32, arrays));
+    ASSERT_TRUE(deepest.ok()) << deepest.status();
+    google::protobuf::Struct parsed;
+    EXPECT_TRUE(parsed.ParseFromString(deepest->SerializeAsString()));
+    EXPECT_TRUE(
+        google::protobuf::util::MessageDifferencer::Equals(parsed, *deepest));
+
+    absl::StatusOr<google::protobuf::Struct> deeper =
+        DecodeLine(nested(33, arrays));
+    EXPECT_EQ(deeper.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(deeper.status().message(),
+                HasSubstr("nested deeper than 32 levels"));
+  }
 }
 
 TEST(JsonLinesDecoderTest, ImportNamesTheFileAndKeepsStoreErrorsApart) {
