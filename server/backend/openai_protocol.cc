@@ -1,6 +1,9 @@
 #include "server/backend/openai_protocol.h"
 
+#include <string_view>
+
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "absl/strings/str_cat.h"
 #include "sdg/v1/block_defaults.h"
@@ -14,45 +17,10 @@ using nlohmann::json;
 // a JSON DOM and dumped: the prompt is most of a body, and nlohmann's
 // escaping went through it a byte at a time (6.6 % of sdgd's CPU with 3 KB
 // rows; bench/README.md).
-// RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
-bool IsValidUtf8(absl::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const unsigned char lead = static_cast<unsigned char>(text[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t length;
-    uint32_t code_point;
-    uint32_t smallest;
-    if ((lead & 0xe0) == 0xc0) {
-      length = 2, code_point = lead & 0x1f, smallest = 0x80;
-    } else if ((lead & 0xf0) == 0xe0) {
-      length = 3, code_point = lead & 0x0f, smallest = 0x800;
-    } else if ((lead & 0xf8) == 0xf0) {
-      length = 4, code_point = lead & 0x07, smallest = 0x10000;
-    } else {
-      return false;
-    }
-    if (i + length > text.size()) return false;
-    for (size_t k = 1; k < length; ++k) {
-      const unsigned char next = static_cast<unsigned char>(text[i + k]);
-      if ((next & 0xc0) != 0x80) return false;
-      code_point = (code_point << 6) | (next & 0x3f);
-    }
-    if (code_point < smallest || code_point > 0x10ffff ||
-        (code_point >= 0xd800 && code_point <= 0xdfff)) {
-      return false;
-    }
-    i += length;
-  }
-  return true;
-}
-
 void AppendJsonString(absl::string_view text, std::string& out) {
   static constexpr char kHex[] = "0123456789abcdef";
-  if (!IsValidUtf8(text)) {
+  // RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
+  if (!simdjson::validate_utf8(text.data(), text.size())) {
     // Not reached from requests (protobuf strings are UTF-8), but a body
     // must stay JSON whatever it carries: invalid bytes become U+FFFD, as
     // nlohmann's replace handler writes them.
@@ -122,32 +90,60 @@ void AppendSamplingFields(const v1::Block& block, std::string& out) {
   out.push_back('}');
 }
 
-// Reads `usage` (optional) and checks the shape shared by both APIs.
-absl::StatusOr<json> ParseReplyEnvelope(absl::string_view body,
-                                        Completion& out) {
-  json reply = json::parse(body, nullptr, false);
-  if (reply.is_discarded()) {
+// Replies are parsed with simdjson into its own tape, not into a DOM of
+// allocated nodes: a worker thread's parser keeps its buffers from reply to
+// reply (up to kKeptParserCapacity) and only the texts are copied out.
+constexpr size_t kKeptParserCapacity = 1 << 20;
+
+int64_t IntegerOr0(simdjson::dom::element number) {
+  int64_t integer;
+  if (number.get_int64().get(integer) == simdjson::SUCCESS) return integer;
+  double real;
+  if (number.get_double().get(real) == simdjson::SUCCESS) {
+    return static_cast<int64_t>(real);
+  }
+  return 0;
+}
+
+// Reads the reply's `choices` (`expected_choices` of them, each placed at its
+// `index`) and its `usage` (optional). `text_of` gives a choice's text, or
+// fails when its field is missing or not a string.
+template <typename TextOf>
+absl::StatusOr<Completion> ParseReply(absl::string_view body,
+                                      int expected_choices,
+                                      absl::string_view text_field,
+                                      TextOf text_of) {
+  thread_local simdjson::dom::parser parser;
+  struct ShrinkAfter {
+    ~ShrinkAfter() {
+      if (parser.capacity() > kKeptParserCapacity) {
+        parser = simdjson::dom::parser();
+      }
+    }
+  } shrink_after;
+  simdjson::dom::element reply;
+  if (parser.parse(body.data(), body.size(), true).get(reply) !=
+      simdjson::SUCCESS) {
     return absl::DataLossError(absl::StrCat(
         "backend reply was not valid JSON (", body.size(), " bytes)"));
   }
-  if (!reply.is_object() || !reply.contains("choices") ||
-      !reply["choices"].is_array()) {
+  simdjson::dom::object object;
+  simdjson::dom::array choices;
+  if (reply.get_object().get(object) != simdjson::SUCCESS ||
+      object["choices"].get_array().get(choices) != simdjson::SUCCESS) {
     return absl::DataLossError("backend reply has no \"choices\" array");
   }
-  if (auto usage = reply.find("usage");
-      usage != reply.end() && usage->is_object()) {
-    out.prompt_tokens = usage->value("prompt_tokens", int64_t{0});
-    out.completion_tokens = usage->value("completion_tokens", int64_t{0});
+  Completion out;
+  simdjson::dom::object usage;
+  if (object["usage"].get_object().get(usage) == simdjson::SUCCESS) {
+    simdjson::dom::element count;
+    if (usage["prompt_tokens"].get(count) == simdjson::SUCCESS) {
+      out.prompt_tokens = IntegerOr0(count);
+    }
+    if (usage["completion_tokens"].get(count) == simdjson::SUCCESS) {
+      out.completion_tokens = IntegerOr0(count);
+    }
   }
-  return reply;
-}
-
-// Places each choice at its `index`; `text_of` extracts the text from a
-// choice object or returns nullptr when the field is missing.
-template <typename TextOf>
-absl::Status CollectChoices(const json& choices, int expected_choices,
-                            absl::string_view text_field, TextOf text_of,
-                            Completion& out) {
   if (static_cast<int>(choices.size()) != expected_choices) {
     return absl::DataLossError(
         absl::StrCat("backend reply has ", choices.size(),
@@ -155,34 +151,35 @@ absl::Status CollectChoices(const json& choices, int expected_choices,
   }
   out.choices.assign(expected_choices, Choice{});
   std::vector<bool> seen(expected_choices, false);
-  for (const json& choice : choices) {
-    if (!choice.is_object()) {
+  for (simdjson::dom::element element : choices) {
+    simdjson::dom::object choice;
+    if (element.get_object().get(choice) != simdjson::SUCCESS) {
       return absl::DataLossError(
           "backend reply has a choice that is not an object");
     }
-    auto index = choice.find("index");
-    if (index == choice.end() || !index->is_number_integer()) {
+    int64_t i;
+    if (choice["index"].get_int64().get(i) != simdjson::SUCCESS) {
       return absl::DataLossError(
           "backend reply has a choice without \"index\"");
     }
-    int64_t i = index->get<int64_t>();
     if (i < 0 || i >= expected_choices || seen[i]) {
       return absl::DataLossError(
           absl::StrCat("backend reply has an unexpected choice index ", i));
     }
-    const json* text = text_of(choice);
-    if (text == nullptr || !text->is_string()) {
+    std::string_view text;
+    if (text_of(choice).get(text) != simdjson::SUCCESS) {
       return absl::DataLossError(absl::StrCat("backend reply choice ", i,
                                               " has no \"", text_field, "\""));
     }
     seen[i] = true;
-    out.choices[i].text = text->get<std::string>();
-    if (auto reason = choice.find("finish_reason");
-        reason != choice.end() && reason->is_string()) {
-      out.choices[i].finish_reason = reason->get<std::string>();
+    out.choices[i].text = std::string(text);
+    std::string_view reason;
+    if (choice["finish_reason"].get_string().get(reason) ==
+        simdjson::SUCCESS) {
+      out.choices[i].finish_reason = std::string(reason);
     }
   }
-  return absl::OkStatus();
+  return out;
 }
 
 absl::StatusCode CodeForHttpStatus(long http_code) {
@@ -255,37 +252,18 @@ std::string BuildChatBody(const v1::Block& block, absl::string_view prompt) {
 
 absl::StatusOr<Completion> ParseCompletionsReply(absl::string_view body,
                                                  int expected_choices) {
-  Completion out;
-  absl::StatusOr<json> reply = ParseReplyEnvelope(body, out);
-  if (!reply.ok()) return reply.status();
-  absl::Status status =
-      CollectChoices((*reply)["choices"], expected_choices, "text",
-                     [](const json& choice) -> const json* {
-                       auto it = choice.find("text");
-                       return it == choice.end() ? nullptr : &*it;
-                     },
-                     out);
-  if (!status.ok()) return status;
-  return out;
+  return ParseReply(body, expected_choices, "text",
+                    [](simdjson::dom::object choice) {
+                      return choice["text"].get_string();
+                    });
 }
 
 absl::StatusOr<Completion> ParseChatReply(absl::string_view body,
                                           int expected_choices) {
-  Completion out;
-  absl::StatusOr<json> reply = ParseReplyEnvelope(body, out);
-  if (!reply.ok()) return reply.status();
-  absl::Status status =
-      CollectChoices((*reply)["choices"], expected_choices, "message.content",
-                     [](const json& choice) -> const json* {
-                       auto message = choice.find("message");
-                       if (message == choice.end() || !message->is_object())
-                         return nullptr;
-                       auto content = message->find("content");
-                       return content == message->end() ? nullptr : &*content;
-                     },
-                     out);
-  if (!status.ok()) return status;
-  return out;
+  return ParseReply(body, expected_choices, "message.content",
+                    [](simdjson::dom::object choice) {
+                      return choice["message"]["content"].get_string();
+                    });
 }
 
 absl::Status StatusFromHttpError(long http_code, absl::string_view body) {

@@ -146,6 +146,30 @@ TEST(OpenAiProtocolTest, ChatReplyReadsMessageContent) {
   EXPECT_EQ(reply->prompt_tokens, 0);  // usage is optional
 }
 
+TEST(OpenAiProtocolTest, UsageThatIsNotAnIntegerCountsAsItsNumberOrZero) {
+  auto reply = ParseChatReply(
+      R"({"choices":[{"index":0,"message":{"content":"hi"}}],
+          "usage":{"prompt_tokens":"5","completion_tokens":9.0}})",
+      1);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->prompt_tokens, 0);
+  EXPECT_EQ(reply->completion_tokens, 9);
+}
+
+TEST(OpenAiProtocolTest, ARepliesTextIsWholeAfterAMuchLongerReply) {
+  // A worker's parser keeps its buffers between replies, and drops them
+  // after one over a megabyte.
+  const std::string long_text(3 << 20, 'x');
+  auto long_reply = ParseCompletionsReply(
+      R"({"choices":[{"index":0,"text":")" + long_text + R"("}]})", 1);
+  ASSERT_TRUE(long_reply.ok()) << long_reply.status();
+  EXPECT_EQ(long_reply->choices[0].text, long_text);
+  auto short_reply =
+      ParseCompletionsReply(R"({"choices":[{"index":0,"text":"ab"}]})", 1);
+  ASSERT_TRUE(short_reply.ok()) << short_reply.status();
+  EXPECT_EQ(short_reply->choices[0].text, "ab");
+}
+
 TEST(OpenAiProtocolTest, MalformedJsonIsDataLoss) {
   auto reply = ParseCompletionsReply("{not json", 1);
   ASSERT_FALSE(reply.ok());
