@@ -9,7 +9,9 @@ for a saturating server (--capacity 64) to compare the adaptive in-flight
 limit with fixed ones.
 
 Writes bench/results/backend.json, docs/benchmarks/backend.png (gnuplot) and
-docs/BENCHMARKS.md. Run by bench/run.sh; needs Debian's /usr/bin/python3 with
+docs/BENCHMARKS.md. With --before SDGD (an older build's sdgd), each sdgd
+scenario also runs on it, right after the current build, and the report
+compares the two (rows/s, CPU per row, CPU by library). Run by bench/run.sh; needs Debian's /usr/bin/python3 with
 python3-httpx and python3-aiohttp, nginx-light, libnginx-mod-http-echo and
 gnuplot-nox.
 """
@@ -161,7 +163,9 @@ def by_library(data):
                                   ("libprotobuf", "libprotobuf"),
                                   ("libgrpc", "libgrpc"),
                                   ("libstdc++", "libstdc++"),
-                                  ("libabsl", "libabsl"), ("sdgd", "sdgd")):
+                                  ("libabsl", "libabsl"),
+                                  ("libsimdjson", "libsimdjson"),
+                                  ("sdgd", "sdgd")):
                 if name.startswith(prefix):
                     name = short
                     break
@@ -170,8 +174,9 @@ def by_library(data):
 
 
 class Bench:
-    def __init__(self, build, work, perf):
+    def __init__(self, build, work, perf, before=None):
         self.build = build
+        self.before = before  # an older sdgd to compare with, or None
         self.work = work
         self.procs = []
         self.results = []
@@ -239,11 +244,16 @@ class Bench:
             f"--backend=adaptive=http://127.0.0.1:{self.capacity64}/v1")
         backends.append("--backend_max_in_flight=adaptive=adaptive")
         self.servers = {}
-        for store, flags in (("durable", [f"--state_dir={self.work}/state"]),
-                             ("ephemeral", ["--ephemeral"])):
+        sdgd = os.path.join(self.build, "server/sdgd")
+        servers = [("durable", sdgd, [f"--state_dir={self.work}/state"]),
+                   ("ephemeral", sdgd, ["--ephemeral"])]
+        if self.before:
+            servers.append(("before", self.before,
+                            [f"--state_dir={self.work}/state-before"]))
+        for store, binary, flags in servers:
             log = open(os.path.join(self.work, f"sdgd-{store}.log"), "w")
             proc, port = start_printing_port(
-                [os.path.join(self.build, "server/sdgd"), "--listen=127.0.0.1:0",
+                [binary, "--listen=127.0.0.1:0",
                  "--metrics_listen=127.0.0.1:0", "--max_workers=256",
                  "--log_level=warning", *flags, *backends],
                 "sdgd listening on", log)
@@ -312,7 +322,8 @@ class Bench:
         if recorder is not None:
             recorder.send_signal(signal.SIGINT)
             recorder.wait()
-            self.perf_data[scenario] = by_library(data)
+            key = scenario + (" (before)" if self.store == "before" else "")
+            self.perf_data[key] = by_library(data)
         extra["store"] = self.store
         extra["row_bytes"] = os.path.getsize(
             self.dataset(rows, context_bytes)) / rows
@@ -326,6 +337,15 @@ class Bench:
         self.record(scenario, "sdgd", {"rows": rows, "seconds": seconds,
                                        "rows_per_s": rows / seconds,
                                        "cpu_s": cpu}, **extra)
+
+    def sdgctl_and_before(self, *args, **kwargs):
+        """The scenario on the current build's durable sdgd, then on the
+        older build's (--before), if there is one."""
+        self.sdgctl(*args, **kwargs)
+        if self.before:
+            self.use("before")
+            self.sdgctl(*args, **kwargs)
+            self.use("durable")
 
     def python(self, scenario, impl, script, port, rows, *flags):
         done = subprocess.run(
@@ -343,24 +363,26 @@ class Bench:
         # 1. One request per row, 256 in flight, 50 ms backend (10 s at best),
         # in one-row shards and in 8-row shards.
         rows = 51200 // scale
-        self.sdgctl(CHAT50_B1, "echo50", rows, "chat", 1, 256,
-                    limit_rows_per_s=limit)
-        self.sdgctl(CHAT50_B8, "echo50", rows, "chat", 8, 32,
-                    limit_rows_per_s=limit)
+        self.sdgctl_and_before(CHAT50_B1, "echo50", rows, "chat", 1, 256,
+                               limit_rows_per_s=limit)
+        self.sdgctl_and_before(CHAT50_B8, "echo50", rows, "chat", 8, 32,
+                               limit_rows_per_s=limit)
         self.python(CHAT50, "sdg-style", "sdg_style.py", self.echo50, rows,
                     "--api=chat", "--batch_size=8", "--num_workers=256")
         self.python(CHAT50, "asyncio", "async_ref.py", self.echo50, rows,
                     "--api=chat", "--in_flight=256")
         # 2. One request per row, no latency.
-        self.sdgctl(CHAT0_B8, "echo0", 200000 // scale, "chat", 8, 32)
-        self.sdgctl(CHAT0_B1, "echo0", 100000 // scale, "chat", 1, 256)
+        self.sdgctl_and_before(CHAT0_B8, "echo0", 200000 // scale, "chat", 8, 32)
+        self.sdgctl_and_before(CHAT0_B1, "echo0", 100000 // scale, "chat", 1,
+                               256)
         self.python(CHAT0, "sdg-style", "sdg_style.py", self.echo0,
                     20000 // scale, "--api=chat", "--batch_size=8",
                     "--num_workers=32")
         self.python(CHAT0, "asyncio", "async_ref.py", self.echo0,
                     20000 // scale, "--api=chat", "--in_flight=256")
         # 3. Batched completions, 8 prompts a request, llmsim, no latency.
-        self.sdgctl(BATCHED, "sim", 200000 // scale, "completions", 8, 32)
+        self.sdgctl_and_before(BATCHED, "sim", 200000 // scale, "completions",
+                               8, 32)
         self.python(BATCHED, "sdg-style", "sdg_style.py", self.sim0,
                     40000 // scale, "--api=completions", "--batched",
                     "--batch_size=8", "--num_workers=32")
@@ -368,8 +390,8 @@ class Bench:
                     40000 // scale, "--api=completions", "--batched",
                     "--batch_size=8", "--in_flight=256")
         # 4. Rows of 3 KB (in the prompt), no latency.
-        self.sdgctl(CHAT0_3KB, "echo0", 20000 // scale, "chat", 8, 32,
-                    context_bytes=3000)
+        self.sdgctl_and_before(CHAT0_3KB, "echo0", 20000 // scale, "chat", 8,
+                               32, context_bytes=3000)
         # 5. The same sdgd without its store (--ephemeral).
         self.use("ephemeral")
         self.sdgctl(CHAT50_B1, "echo50", rows, "chat", 1, 256,
@@ -381,12 +403,16 @@ class Bench:
         # 6. Where the CPU goes: the same runs again under perf record (not
         # in the table: perf takes its share).
         if self.perf_data is not None:
-            self.sdgctl(CHAT0_B8, "echo0", 100000 // scale, "chat", 8, 32,
-                        perf=True, profiled=True)
-            self.sdgctl(CHAT0_B1, "echo0", 50000 // scale, "chat", 1, 256,
-                        perf=True, profiled=True)
-            self.sdgctl(BATCHED, "sim", 100000 // scale, "completions", 8, 32,
-                        perf=True, profiled=True)
+            self.sdgctl_and_before(CHAT0_B8, "echo0", 100000 // scale, "chat",
+                                   8, 32, perf=True, profiled=True)
+            self.sdgctl_and_before(CHAT0_B1, "echo0", 50000 // scale, "chat",
+                                   1, 256, perf=True, profiled=True)
+            self.sdgctl_and_before(BATCHED, "sim", 100000 // scale,
+                                   "completions", 8, 32, perf=True,
+                                   profiled=True)
+            self.sdgctl_and_before(CHAT0_3KB, "echo0", 20000 // scale, "chat",
+                                   8, 32, context_bytes=3000, perf=True,
+                                   profiled=True)
         # 7. A server that serves 64 at once in 50 ms: fixed limits, adaptive.
         rows = 12800 // scale
         for limit in self.fixed_limits:
@@ -422,7 +448,7 @@ def durable(results, scenario, store="durable"):
     return None
 
 
-def write_report(results, perf, png, markdown, when):
+def write_report(results, perf, png, markdown, when, before_label=None):
     chart = [(CHAT50_B8, CHAT50), (CHAT0_B8, CHAT0), (BATCHED, BATCHED)]
     data = os.path.join(os.path.dirname(png), "backend.dat")
     with open(data, "w") as f:
@@ -491,8 +517,32 @@ plot "{data}" using 2:xtic(1) title "sdgd (sdgctl, gRPC)", \\
                       + (f"{d['rows_per_s'] / e['rows_per_s']:.2f} |" if e else "|"))
     table = "\n".join(lines)
 
+    before_section = ""
+    if before_label:
+        rows = ["| scenario | before rows/s | after rows/s | after ÷ before "
+                "| before CPU/row | after CPU/row | after ÷ before |",
+                "|---|---:|---:|---:|---:|---:|---:|"]
+        for scenario in targets:
+            b = durable(results, scenario, "before")
+            d = durable(results, scenario)
+            rows.append(
+                f"| {scenario} | {b['rows_per_s']:,.0f} | {d['rows_per_s']:,.0f} "
+                f"| {d['rows_per_s'] / b['rows_per_s']:.2f}× "
+                f"| {b['cpu_us_per_row']:.1f} µs | {d['cpu_us_per_row']:.1f} µs "
+                f"| {d['cpu_us_per_row'] / b['cpu_us_per_row']:.2f}× |")
+        before_table = "\n".join(rows)
+        before_section = f"""
+## Before and after
+
+The same sdgd scenarios on the build at `{before_label}` (before the
+performance work), each run right after the current build's, on the same
+backends and durable store, in this run:
+
+{before_table}
+"""
+
     libraries = ["kernel", "libc", "libcurl", "sdgd", "libprotobuf", "libgrpc",
-                 "libabsl", "libstdc++"]
+                 "libabsl", "libstdc++", "libsimdjson"]
     perf_lines = ["| scenario | " + " | ".join(libraries) + " | other |",
                   "|---|" + "---:|" * (len(libraries) + 1)]
     for scenario, shares in (perf or {}).items():
@@ -557,13 +607,14 @@ serves both batch sizes.
   prompt. sdgd's RSS rose by {kb3['rss_growth_mb']:.0f} MB over the run
   (sampled every 50 ms), for {kb3['rows'] * kb3['row_bytes'] / 1e6:.0f} MB
   of rows in the job and at most 256 × 3 KB = 0.8 MB of them in flight.
-
+{before_section}
 ## Where sdgd's CPU goes
 
 `perf record -F 999` on the durable sdgd during a second run of each
 scenario (not the runs in the table: perf takes its share), samples by
 library; libc is mostly malloc and free, the kernel mostly sockets, epoll
-and waking threads:
+and waking threads. "(before)" rows are the build before the performance
+work, profiled the same way right after:
 
 {perf_table}
 
@@ -588,9 +639,12 @@ def main():
     parser.add_argument("--build", required=True, help="Release build dir")
     parser.add_argument("--quick", action="store_true",
                         help="a tenth of the rows, to check the harness")
+    parser.add_argument("--before", help="an older build's sdgd to compare")
+    parser.add_argument("--before_label", help="what --before is (a commit)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="sdg-bench-")
-    bench = Bench(args.build, work, perf=shutil.which("perf") is not None)
+    bench = Bench(args.build, work, perf=shutil.which("perf") is not None,
+                  before=args.before)
     try:
         bench.start_nginx()
         bench.start_sdgd()
@@ -606,7 +660,9 @@ def main():
     os.makedirs(os.path.join(ROOT, "docs/benchmarks"), exist_ok=True)
     write_report(bench.results, bench.perf_data,
                  os.path.join(ROOT, "docs/benchmarks/backend.png"),
-                 os.path.join(ROOT, "docs/BENCHMARKS.md"), when)
+                 os.path.join(ROOT, "docs/BENCHMARKS.md"), when,
+                 before_label=(args.before_label or args.before)
+                 if args.before else None)
     print(f"wrote {results_path}, docs/BENCHMARKS.md, docs/benchmarks/backend.png")
 
 
