@@ -20,7 +20,7 @@
 namespace sdg {
 namespace {
 
-class InstantRunner final : public ShardRunner {
+class InstantRunner final : public BlockingShardRunner {
  public:
   ShardOutcome Run(const JobSpec&, const ShardSpec&,
                    std::vector<google::protobuf::Struct>,

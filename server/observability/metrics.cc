@@ -51,7 +51,9 @@ Metrics::Metrics()
                          .Add({})),
       workers_busy_(BuildGauge()
                         .Name("sdg_workers_busy")
-                        .Help("Workers running a shard now.")
+                        .Help("Shards in progress now, at most --max_workers "
+                              "(a block's shard holds no thread while its "
+                              "requests are in flight).")
                         .Register(*registry_)
                         .Add({})),
       workers_(BuildGauge()

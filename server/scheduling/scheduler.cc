@@ -217,70 +217,122 @@ void Scheduler::OnJobCancelled(Job* job) {
   Finish(std::move(ended));
 }
 
-ShardOutcome Scheduler::RunShard(Job& job, const ShardSpec& shard) {
-  ShardOutcome outcome;
-  if (job.is_pipeline()) {
-    absl::StatusOr<std::vector<PipelineRow>> rows = job.ReadStageRows(shard);
+void Scheduler::StartShard(std::shared_ptr<Job> job, const ShardSpec& shard) {
+  metrics_.ShardsQueued(-1);
+  metrics_.WorkerBusy(1);
+  const absl::Time started = absl::Now();
+  ShardOutcome failed;
+  if (job->is_pipeline()) {
+    absl::StatusOr<std::vector<PipelineRow>> rows = job->ReadStageRows(shard);
     if (!rows.ok()) {
-      outcome.status = rows.status();
-      return outcome;
+      failed.status = rows.status();
+      return EndShard(job, shard, std::move(failed), started);
     }
-    return runner_.RunStage(job.spec(), shard, Job::StageOf(shard),
-                            *std::move(rows), job.token());
+    ShardOutcome outcome = runner_.RunStage(
+        job->spec(), shard, Job::StageOf(shard), *std::move(rows), job->token());
+    return EndShard(job, shard, std::move(outcome), started);
   }
   absl::StatusOr<std::vector<google::protobuf::Struct>> rows =
-      job.ReadRows(shard);
+      job->ReadRows(shard);
   if (!rows.ok()) {
-    outcome.status = rows.status();
-    return outcome;
+    failed.status = rows.status();
+    return EndShard(job, shard, std::move(failed), started);
   }
-  return runner_.Run(job.spec(), shard, *std::move(rows), job.token());
+  Job& raw = *job;
+  runner_.Start(raw.spec(), shard, *std::move(rows), raw.token(),
+                [this, job = std::move(job), shard,
+                 started](ShardRunner::Finish finish) mutable {
+                  Resume(Ready{std::move(job), shard, started,
+                               std::move(finish)});
+                });
+}
+
+void Scheduler::Resume(Ready ready) {
+  bool wake;
+  {
+    absl::MutexLock lock(&mu_);
+    ready_.push_back(std::move(ready));
+    // Workers that are serving come back to the queue before they wait: a
+    // sleeping one is woken only while fewer serve than there are CPUs, so
+    // a burst of replies costs a wakeup or two, not one per shard.
+    wake = serving_ < kServingWorkers;
+  }
+  if (wake) work_available_.Signal();
+}
+
+void Scheduler::EndShard(const std::shared_ptr<Job>& job,
+                         const ShardSpec& shard, ShardOutcome outcome,
+                         absl::Time started) {
+  const int64_t shards_before = job->shards_to_run();
+  job->ReportShard(shard, std::move(outcome), absl::Now() - started);
+  metrics_.WorkerBusy(-1);
+  // The shard may have released rows into a pipeline's next stage.
+  const int64_t shards_added = job->shards_to_run() - shards_before;
+
+  Ended ended;
+  {
+    absl::MutexLock lock(&mu_);
+    --shards_in_progress_;
+    for (auto it = running_.begin(); it != running_.end(); ++it) {
+      if (it->job == job) {
+        --it->in_progress;
+        ended = TakeIfDoneLocked(it);
+        break;
+      }
+    }
+  }
+  if (shards_added > 0) {
+    metrics_.ShardsQueued(static_cast<double>(shards_added));
+    work_available_.SignalAll();
+  }
+  Finish(std::move(ended));
 }
 
 void Scheduler::WorkerLoop() {
+  bool serving = false;  // counted in serving_
   while (true) {
+    std::optional<Ready> ready;
     std::shared_ptr<Job> job;
     ShardSpec shard;
     {
       absl::MutexLock lock(&mu_);
-      EntryList::iterator entry;
-      while (!stopping_ &&
-             (entry = FindDispatchableLocked()) == running_.end()) {
+      if (!serving) ++serving_;
+      serving = true;
+      EntryList::iterator entry = running_.end();
+      while (!stopping_ && ready_.empty() &&
+             (shards_in_progress_ >= options_.max_workers ||
+              (entry = FindDispatchableLocked()) == running_.end())) {
+        --serving_;
         work_available_.Wait(&mu_);
+        ++serving_;
       }
-      if (stopping_) return;
-      job = entry->job;
-      shard = job->StartNextShard();
-      ++entry->started;
-      ++entry->in_progress;
-      *entry->tenant_served = ++dispatches_;
-      running_.splice(running_.end(), running_, entry);
-    }
-    metrics_.ShardsQueued(-1);
-    metrics_.WorkerBusy(1);
-    absl::Time start = absl::Now();
-    const int64_t shards_before = job->shards_to_run();
-    job->ReportShard(shard, RunShard(*job, shard), absl::Now() - start);
-    metrics_.WorkerBusy(-1);
-    // The shard may have released rows into a pipeline's next stage.
-    const int64_t shards_added = job->shards_to_run() - shards_before;
-
-    Ended ended;
-    {
-      absl::MutexLock lock(&mu_);
-      for (auto it = running_.begin(); it != running_.end(); ++it) {
-        if (it->job == job) {
-          --it->in_progress;
-          ended = TakeIfDoneLocked(it);
-          break;
-        }
+      if (stopping_) {
+        --serving_;
+        return;
+      }
+      if (!ready_.empty()) {
+        ready.emplace(std::move(ready_.front()));
+        ready_.pop_front();
+      } else {
+        job = entry->job;
+        shard = job->StartNextShard();
+        ++entry->started;
+        ++entry->in_progress;
+        ++shards_in_progress_;
+        *entry->tenant_served = ++dispatches_;
+        running_.splice(running_.end(), running_, entry);
+        // Starting a shard may block (a pipeline's runs to its end): this
+        // worker does not serve the queue until it is back.
+        --serving_;
+        serving = false;
       }
     }
-    if (shards_added > 0) {
-      metrics_.ShardsQueued(static_cast<double>(shards_added));
-      work_available_.SignalAll();
+    if (ready.has_value()) {
+      ShardOutcome outcome = std::move(ready->finish)();
+      EndShard(ready->job, ready->shard, std::move(outcome), ready->started);
+    } else {
+      StartShard(std::move(job), shard);
     }
-    Finish(std::move(ended));
   }
 }
 

@@ -1,4 +1,9 @@
-// Runs the shards of every job on a fixed set of persistent worker threads.
+// Runs the shards of every job on a fixed set of persistent worker threads,
+// at most max_workers shards in progress at once. A block's shard holds no
+// worker while its requests are in flight: the worker starts it and goes on
+// to other work, and the shard comes back to the workers (a queue served
+// before new shards) to be finished once its replies are in, so that under
+// load a worker finishes shard after shard without sleeping in between.
 // Jobs are admitted up to a limit (more wait in a bounded queue), and each
 // tenant up to its own; shards are taken round-robin across tenants first,
 // then across a tenant's running jobs, so that one tenant's many jobs do not
@@ -13,6 +18,8 @@
 #ifndef SDG_SERVER_SCHEDULING_SCHEDULER_H_
 #define SDG_SERVER_SCHEDULING_SCHEDULER_H_
 
+#include <algorithm>
+#include <deque>
 #include <list>
 #include <memory>
 #include <thread>
@@ -32,7 +39,8 @@ namespace sdg {
 class Scheduler {
  public:
   struct Options {
-    int max_workers = 64;      // shards in progress at once, all jobs
+    // Worker threads, and shards in progress at once, all jobs.
+    int max_workers = 64;
     int max_jobs = 16;         // jobs running at once
     int max_queued_jobs = 64;  // admitted jobs waiting to run
     // The same, per tenant (Job::tenant()).
@@ -88,9 +96,23 @@ class Scheduler {
     CancellationToken::Registration on_cancel = {};
   };
 
+  // A started shard whose outcome is ready to be made (Resume).
+  struct Ready {
+    std::shared_ptr<Job> job;
+    ShardSpec shard;
+    absl::Time started;
+    ShardRunner::Finish finish;
+  };
+
   void WorkerLoop();
-  // Reads the shard's rows and runs them: a block's, or a pipeline stage's.
-  ShardOutcome RunShard(Job& job, const ShardSpec& shard);
+  // Reads the shard's rows and starts them: a block's (it comes back through
+  // ready_), or a pipeline stage's (run here, to its end).
+  void StartShard(std::shared_ptr<Job> job, const ShardSpec& shard);
+  // The runner's Resume for a block's shard: queues it for a worker.
+  void Resume(Ready ready);
+  // Reports the shard's outcome to its job and frees its place.
+  void EndShard(const std::shared_ptr<Job>& job, const ShardSpec& shard,
+                ShardOutcome outcome, absl::Time started);
   void OnJobCancelled(Job* job);
   // The running job to take a shard from: of the tenant served least
   // recently, its job served least recently.
@@ -125,6 +147,15 @@ class Scheduler {
   absl::node_hash_map<std::string, uint64_t> tenant_served_
       ABSL_GUARDED_BY(mu_);
   uint64_t dispatches_ ABSL_GUARDED_BY(mu_) = 0;
+  int shards_in_progress_ ABSL_GUARDED_BY(mu_) = 0;  // at most max_workers
+  // Workers that will look at ready_ before they next wait: not waiting,
+  // and not starting or running a shard (which may block).
+  int serving_ ABSL_GUARDED_BY(mu_) = 0;
+  // How many serving workers Resume keeps awake: about the CPUs' worth.
+  const int kServingWorkers = static_cast<int>(
+      std::max(2u, std::thread::hardware_concurrency()));
+  // Started shards ready to finish, oldest first; served before new shards.
+  std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::thread> workers_;
 };

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -66,42 +68,149 @@ absl::StatusOr<std::string> RenderPrompt(const JobSpec& spec,
 
 }  // namespace
 
-ShardOutcome BackendShardRunner::Run(const JobSpec& spec,
-                                     const ShardSpec& shard,
-                                     std::vector<google::protobuf::Struct> rows,
-                                     CancellationToken& token) {
-  if (token.IsCancelled()) return Failed(token.reason());
-  const v1::Block& block = spec.block;
-  ShardOutcome outcome;
-  // The rows that have a prompt, by their offset in the shard.
-  std::vector<std::string> prompts;
-  std::vector<size_t> prompted;
-  prompts.reserve(rows.size());
+// A block's shard from Start to its Finish: its requests in flight, their
+// replies as they come (on the HTTP loop's thread), and the shard's rows
+// for the result. The last of its replies, or the end of Start, whichever
+// comes later, hands it to the scheduler (resume).
+class BackendShardRunner::InFlight
+    : public std::enable_shared_from_this<InFlight> {
+ public:
+  InFlight(const JobSpec& spec, const ShardSpec& shard,
+           std::vector<google::protobuf::Struct> rows, Prompts prompts,
+           size_t prompt_count, Requests requests, CancellationToken& token,
+           Resume resume)
+      : spec_(spec),
+        shard_(shard),
+        rows_(std::move(rows)),
+        prompts_(std::move(prompts)),
+        prompt_count_(prompt_count),
+        requests_(std::move(requests)),
+        token_(token),
+        replies_(requests_.bodies.size()),
+        // One for each reply and one for Start, which sends them.
+        remaining_(requests_.bodies.size() + 1),
+        resume_(std::move(resume)) {}
+
+  // Sends the requests; the shard may be resumed before this returns.
+  static void Send(const BackendShardRunner& runner, Backend& backend,
+                   std::shared_ptr<InFlight> self) {
+    std::vector<std::string> bodies = std::exchange(self->requests_.bodies, {});
+    self->calls_.reserve(bodies.size());
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      self->calls_.push_back(backend.Post(
+          self->requests_.path, std::move(bodies[i]),
+          [&runner, self, i](BackendReply reply) {
+            self->Arrive(runner, i, std::move(reply));
+          }));
+    }
+    InFlight* raw = self.get();
+    self->on_cancel_ = self->token_.OnCancel([raw, &backend] {
+      for (Backend::CallId call : raw->calls_) backend.Cancel(call);
+    });
+    self->Arrive(runner, std::nullopt, {});
+  }
+
+ private:
+  // A reply (or, with no index, the end of Send) has come.
+  void Arrive(const BackendShardRunner& runner, std::optional<size_t> index,
+              BackendReply reply) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (index.has_value()) replies_[*index] = std::move(reply);
+      if (--remaining_ > 0) return;
+    }
+    // The last arrival: nothing else touches this any more.
+    std::move(resume_)([&runner, self = shared_from_this()]() {
+      return self->Finish(runner);
+    });
+  }
+
+  ShardOutcome Finish(const BackendShardRunner& runner) {
+    // On a worker: ending the registration may wait for a cancel callback
+    // running on another thread, which never waits for this one.
+    on_cancel_ = {};
+    // A stopped job reports its own reason, not its aborted requests'.
+    if (token_.IsCancelled()) return Failed(token_.reason());
+    std::vector<BackendReply> replies;
+    {
+      absl::MutexLock lock(&mu_);  // taken after the last reply came
+      replies = std::move(replies_);
+    }
+    Generations generations = runner.ReadReplies(
+        spec_.block, requests_, prompt_count_, std::move(replies));
+    return BlockOutcome(spec_, shard_, std::move(rows_), std::move(prompts_),
+                        std::move(generations));
+  }
+
+  const JobSpec& spec_;
+  const ShardSpec shard_;
+  std::vector<google::protobuf::Struct> rows_;
+  Prompts prompts_;  // their texts moved into the requests
+  const size_t prompt_count_;
+  Requests requests_;
+  CancellationToken& token_;
+  std::vector<Backend::CallId> calls_;  // written by Send before on_cancel_
+  CancellationToken::Registration on_cancel_;
+
+  absl::Mutex mu_;
+  std::vector<BackendReply> replies_ ABSL_GUARDED_BY(mu_);
+  size_t remaining_ ABSL_GUARDED_BY(mu_);
+  Resume resume_;  // taken by the last arrival
+};
+
+void BackendShardRunner::Start(const JobSpec& spec, const ShardSpec& shard,
+                               std::vector<google::protobuf::Struct> rows,
+                               CancellationToken& token, Resume resume) {
+  auto finish_now = [&resume](ShardOutcome outcome) {
+    std::move(resume)([outcome = std::move(outcome)]() mutable {
+      return std::move(outcome);
+    });
+  };
+  if (token.IsCancelled()) return finish_now(Failed(token.reason()));
+  Prompts prompts;
+  prompts.texts.reserve(rows.size());
   size_t shard_bytes = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     absl::StatusOr<std::string> prompt =
         RenderPrompt(spec, spec.prompt_template, rows[r], shard_bytes);
     if (!prompt.ok()) {
-      outcome.failed_rows.push_back(RowFailure{
+      prompts.failed_rows.push_back(RowFailure{
           shard.first_row + static_cast<int64_t>(r), prompt.status(), 0});
       continue;
     }
-    prompts.push_back(*std::move(prompt));
-    prompted.push_back(r);
+    prompts.texts.push_back(*std::move(prompt));
+    prompts.prompted.push_back(r);
   }
-  Generations generations;
-  if (!prompts.empty()) {
-    absl::StatusOr<Generations> generated =
-        Generate(block, std::move(prompts), token);
-    if (!generated.ok()) return Failed(generated.status());
-    generations = *std::move(generated);
+  if (prompts.texts.empty()) {
+    return finish_now(BlockOutcome(spec, shard, std::move(rows),
+                                   std::move(prompts), Generations{}));
   }
+  absl::StatusOr<Backend*> backend = BackendFor(spec.block);
+  if (!backend.ok()) return finish_now(Failed(backend.status()));
+  const size_t prompt_count = prompts.texts.size();
+  absl::StatusOr<Requests> requests = BuildRequests(
+      spec.block, std::exchange(prompts.texts, {}), **backend, token);
+  if (!requests.ok()) return finish_now(Failed(requests.status()));
+  auto in_flight = std::make_shared<InFlight>(
+      spec, shard, std::move(rows), std::move(prompts), prompt_count,
+      *std::move(requests), token, std::move(resume));
+  InFlight::Send(*this, **backend, std::move(in_flight));
+}
+
+ShardOutcome BackendShardRunner::BlockOutcome(
+    const JobSpec& spec, const ShardSpec& shard,
+    std::vector<google::protobuf::Struct> rows, Prompts prompts,
+    Generations generations) {
+  const v1::Block& block = spec.block;
+  ShardOutcome outcome;
+  outcome.failed_rows = std::move(prompts.failed_rows);
   outcome.prompt_tokens = generations.prompt_tokens;
   outcome.completion_tokens = generations.completion_tokens;
 
   const bool output_only =
       spec.result_columns == v1::RESULT_COLUMNS_OUTPUT_ONLY;
   const int n = block.n();
+  const std::vector<size_t>& prompted = prompts.prompted;
   outcome.rows.reserve(prompted.size() * n);
   for (size_t p = 0; p < prompted.size(); ++p) {
     const int64_t row_index =
@@ -221,25 +330,36 @@ absl::StatusOr<StepOutput> BackendShardRunner::RunLlmStep(
   return ExpandGenerations(step, std::move(rows), std::move(texts), attempts);
 }
 
-absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::Generate(
-    const v1::Block& block, std::vector<std::string> prompts,
-    CancellationToken& token) const {
+absl::StatusOr<Backend*> BackendShardRunner::BackendFor(
+    const v1::Block& block) const {
   auto found = backends_.find(block.backend());
   if (found == backends_.end()) {
     // Validation admits only configured backends; this is a wiring bug.
     return absl::InternalError(
         absl::StrCat("backend \"", block.backend(), "\" is not configured"));
   }
-  Backend& backend = *found->second;
+  return found->second;
+}
+
+absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::Generate(
+    const v1::Block& block, std::vector<std::string> prompts,
+    CancellationToken& token) const {
+  absl::StatusOr<Backend*> backend = BackendFor(block);
+  if (!backend.ok()) return backend.status();
   const size_t prompt_count = prompts.size();
   absl::StatusOr<Requests> requests =
-      BuildRequests(block, std::move(prompts), backend, token);
+      BuildRequests(block, std::move(prompts), **backend, token);
   if (!requests.ok()) return requests.status();
   std::vector<BackendReply> replies = SendAndWait(
-      backend, requests->path, std::exchange(requests->bodies, {}), token);
+      **backend, requests->path, std::exchange(requests->bodies, {}), token);
   // A stopped job reports its own reason, not its aborted requests'.
   if (token.IsCancelled()) return token.reason();
+  return ReadReplies(block, *requests, prompt_count, std::move(replies));
+}
 
+BackendShardRunner::Generations BackendShardRunner::ReadReplies(
+    const v1::Block& block, const Requests& requests, size_t prompt_count,
+    std::vector<BackendReply> replies) const {
   const bool chat = block.api() == v1::API_CHAT;
   const int n = block.n();
   Generations generations;
@@ -248,8 +368,8 @@ absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::Generate(
   for (size_t q = 0; q < replies.size(); ++q) {
     BackendReply& reply = replies[q];
     // The prompts this request carried.
-    const size_t first = requests->batched ? 0 : q;
-    const size_t count = requests->batched ? prompt_count : 1;
+    const size_t first = requests.batched ? 0 : q;
+    const size_t count = requests.batched ? prompt_count : 1;
     absl::StatusOr<Completion> completion =
         !reply.status.ok() ? absl::StatusOr<Completion>(reply.status)
         : chat             ? ParseChatReply(reply.body, n)

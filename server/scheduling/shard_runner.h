@@ -1,9 +1,11 @@
 // Runs one shard of a job. BackendShardRunner is the real one: it renders the
 // shard's prompts, sends them to the backend the job's block names (one
-// request per row, or one per shard where the backend batches), waits for the
-// replies or the job's cancellation, and turns them into result rows. For a
-// pipeline it runs the shard's rows through every step of their stage, the
-// LLM steps through the same path.
+// request per row, or one per shard where the backend batches) and turns the
+// replies into result rows. A block's shard holds no thread while its
+// requests are in flight: Start returns once they are sent, and the last
+// reply hands the rest (parsing, building rows) back to the scheduler's
+// workers. A pipeline's shard runs its stage's steps on the worker, the LLM
+// steps through the same requests, waiting for their replies.
 #ifndef SDG_SERVER_SCHEDULING_SHARD_RUNNER_H_
 #define SDG_SERVER_SCHEDULING_SHARD_RUNNER_H_
 
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "base/cancellation_token.h"
 #include "server/backend/backend.h"
@@ -25,18 +28,47 @@ namespace sdg {
 
 class ShardRunner {
  public:
+  // Makes a started shard's outcome; run on a scheduler worker. It does not
+  // wait on the network: the shard's replies are in by then.
+  using Finish = absl::AnyInvocable<ShardOutcome() &&>;
+  // Called once per started shard, from any thread (the HTTP loop's, or the
+  // worker's inside Start), when the shard is ready to finish.
+  using Resume = absl::AnyInvocable<void(Finish) &&>;
+
   virtual ~ShardRunner() = default;
-  // Runs on a scheduler worker and may block it; must return promptly once
-  // `token` is cancelled. `rows` are the shard's rows, read from the job's
-  // dataset.
-  virtual ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
-                           std::vector<google::protobuf::Struct> rows,
-                           CancellationToken& token) = 0;
+  // Starts a block's shard on a scheduler worker and returns without waiting
+  // for the backend; calls `resume` exactly once. Once `token` is cancelled
+  // the shard's requests stop at once, and its outcome is the token's
+  // reason. `rows` are the shard's rows, read from the job's dataset.
+  virtual void Start(const JobSpec& spec, const ShardSpec& shard,
+                     std::vector<google::protobuf::Struct> rows,
+                     CancellationToken& token, Resume resume) = 0;
   // A pipeline's shard: `rows` through the steps of `stage` (the outcome's
-  // rows are the stage's output; failed_steps the rows that failed).
+  // rows are the stage's output; failed_steps the rows that failed). Runs on
+  // a scheduler worker and may block it; must return promptly once `token`
+  // is cancelled.
   virtual ShardOutcome RunStage(const JobSpec& spec, const ShardSpec& shard,
                                 int stage, std::vector<PipelineRow> rows,
                                 CancellationToken& token) = 0;
+};
+
+// A runner whose block shards run start to end on the worker that finishes
+// them: for tests and benchmarks that stand in for the backend.
+class BlockingShardRunner : public ShardRunner {
+ public:
+  // Runs on a scheduler worker and may block it; must return promptly once
+  // `token` is cancelled.
+  virtual ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
+                           std::vector<google::protobuf::Struct> rows,
+                           CancellationToken& token) = 0;
+  void Start(const JobSpec& spec, const ShardSpec& shard,
+             std::vector<google::protobuf::Struct> rows,
+             CancellationToken& token, Resume resume) final {
+    std::move(resume)(
+        [this, &spec, shard, rows = std::move(rows), &token]() mutable {
+          return Run(spec, shard, std::move(rows), token);
+        });
+  }
 };
 
 class BackendShardRunner final : public ShardRunner {
@@ -47,11 +79,9 @@ class BackendShardRunner final : public ShardRunner {
   BackendShardRunner(Backends backends, Metrics& metrics)
       : backends_(std::move(backends)), metrics_(metrics) {}
 
-  // Blocks the calling worker until every request of the shard has ended;
-  // cancelling `token` aborts them at once.
-  ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
-                   std::vector<google::protobuf::Struct> rows,
-                   CancellationToken& token) override;
+  void Start(const JobSpec& spec, const ShardSpec& shard,
+             std::vector<google::protobuf::Struct> rows,
+             CancellationToken& token, Resume resume) override;
   ShardOutcome RunStage(const JobSpec& spec, const ShardSpec& shard, int stage,
                         std::vector<PipelineRow> rows,
                         CancellationToken& token) override;
@@ -71,6 +101,17 @@ class BackendShardRunner final : public ShardRunner {
     bool batched = false;  // one body holding every prompt of the shard
   };
 
+  // A block's shard from Start to its Finish (shard_runner.cc).
+  class InFlight;
+  // A block shard's prompts, rendered: the rows that have one, and the rows
+  // that failed to render.
+  struct Prompts {
+    std::vector<std::string> texts;
+    std::vector<size_t> prompted;  // their rows, by offset in the shard
+    std::vector<RowFailure> failed_rows;
+  };
+
+  absl::StatusOr<Backend*> BackendFor(const v1::Block& block) const;
   // Sends `prompts` with `block` (one request each, or one for all where the
   // backend batches) and waits for every reply. Fails as a whole only when
   // the job is stopped.
@@ -87,6 +128,14 @@ class BackendShardRunner final : public ShardRunner {
                                         absl::string_view path,
                                         std::vector<std::string> bodies,
                                         CancellationToken& token) const;
+  // What the replies to `requests` (for `prompt_count` prompts) gave.
+  Generations ReadReplies(const v1::Block& block, const Requests& requests,
+                          size_t prompt_count,
+                          std::vector<BackendReply> replies) const;
+  // A block shard's result rows from its generations.
+  static ShardOutcome BlockOutcome(const JobSpec& spec, const ShardSpec& shard,
+                                   std::vector<google::protobuf::Struct> rows,
+                                   Prompts prompts, Generations generations);
   // One LLM step of a pipeline over `rows`.
   absl::StatusOr<StepOutput> RunLlmStep(const JobSpec& spec,
                                         const StepSpec& step,

@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <thread>
+
 #include "google/protobuf/util/json_util.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/manual_timers.h"
@@ -18,7 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
 // Records which shards ran, in order; holds them while the gate is closed.
-class GatedRunner final : public ShardRunner {
+class GatedRunner final : public BlockingShardRunner {
  public:
   ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
                    std::vector<google::protobuf::Struct> rows,
@@ -91,6 +94,112 @@ class GatedRunner final : public ShardRunner {
   int64_t fail_shard_ ABSL_GUARDED_BY(mu_) = -1;
   std::vector<std::string> started_ ABSL_GUARDED_BY(mu_);
 };
+
+// Parks each block shard it starts, holding no thread, until the test
+// resumes it from its own thread (as the HTTP loop's last reply does).
+class ParkingRunner final : public ShardRunner {
+ public:
+  struct Finished {
+    int64_t shard;
+    std::thread::id thread;  // where its Finish ran
+    int started_by_then;     // shards started when it ran
+  };
+
+  void Start(const JobSpec&, const ShardSpec& shard,
+             std::vector<google::protobuf::Struct>, CancellationToken&,
+             Resume resume) override {
+    absl::MutexLock lock(&mu_);
+    parked_.push_back({shard.index, std::move(resume)});
+    ++started_;
+  }
+  ShardOutcome RunStage(const JobSpec&, const ShardSpec&, int,
+                        std::vector<PipelineRow> rows,
+                        CancellationToken&) override {
+    ShardOutcome outcome;
+    outcome.rows = std::move(rows);
+    return outcome;
+  }
+
+  void AwaitParked(size_t count) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return parked_.size() >= count;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+  // Resumes the shard parked first, from the calling thread.
+  void ResumeOldest() {
+    Parked parked;
+    {
+      absl::MutexLock lock(&mu_);
+      parked = std::move(parked_.front());
+      parked_.pop_front();
+    }
+    std::move(parked.resume)([this, shard = parked.shard] {
+      absl::MutexLock lock(&mu_);
+      finished_.push_back({shard, std::this_thread::get_id(), started_});
+      return ShardOutcome{};
+    });
+  }
+  std::vector<Finished> finished() {
+    absl::MutexLock lock(&mu_);
+    return finished_;
+  }
+
+ private:
+  struct Parked {
+    int64_t shard = 0;
+    Resume resume;
+  };
+  absl::Mutex mu_;
+  std::deque<Parked> parked_ ABSL_GUARDED_BY(mu_);
+  int started_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST(SchedulerStartedShardsTest, InFlightShardsHoldNoThreadButCountInMaxWorkers) {
+  Metrics metrics;
+  MemoryJobStore store;
+  testing::ManualTimers timers;
+  ParkingRunner runner;
+  Scheduler::Options options;
+  options.max_workers = 2;
+  Scheduler scheduler(options, runner, timers, metrics);
+  JobSpec spec;
+  spec.job_id = "parked";
+  spec.batch_size = 1;
+  spec.num_workers = 4;
+  std::shared_ptr<Job> job =
+      testing::MakeTestJob(std::move(spec), 4, store, metrics);
+  testing::JobEvents events;
+  events.Watch(job);
+  ASSERT_TRUE(scheduler.Submit(job).ok());
+
+  // Both workers are free again, but two shards are in progress: the third
+  // starts only once one of them has finished.
+  runner.AwaitParked(2);  // shards 0 and 1
+  runner.ResumeOldest();  // 0
+  runner.AwaitParked(2);  // 1 and 2
+  runner.ResumeOldest();  // 1
+  runner.AwaitParked(2);  // 2 and 3
+  runner.ResumeOldest();  // 2
+  runner.ResumeOldest();  // 3
+  std::vector<v1::JobEvent> all = events.AwaitClosed();
+  ASSERT_TRUE(all.back().has_finished());
+  EXPECT_EQ(all.back().finished().state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(all.back().finished().shards_succeeded(), 4);
+
+  std::vector<ParkingRunner::Finished> finished = runner.finished();
+  ASSERT_EQ(finished.size(), 4u);
+  EXPECT_EQ(finished[0].shard, 0);
+  EXPECT_EQ(finished[0].started_by_then, 2);
+  EXPECT_EQ(finished[1].shard, 1);
+  EXPECT_EQ(finished[1].started_by_then, 3);
+  for (const ParkingRunner::Finished& f : finished) {
+    // Finished by a scheduler worker, not by the thread that resumed it.
+    EXPECT_NE(f.thread, std::this_thread::get_id()) << f.shard;
+  }
+}
 
 using RecordingSink = testing::JobEvents;
 
