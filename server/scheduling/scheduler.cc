@@ -255,7 +255,7 @@ void Scheduler::Resume(Ready ready) {
     // Workers that are serving come back to the queue before they wait: a
     // sleeping one is woken only while fewer serve than there are CPUs, so
     // a burst of replies costs a wakeup or two, not one per shard.
-    wake = serving_ < kServingWorkers;
+    wake = serving_ < serving_target_;
   }
   if (wake) work_available_.Signal();
 }
