@@ -1,5 +1,7 @@
 #include "server/api/job_stream.h"
 
+#include <string>
+
 #include "server/api/status_util.h"
 
 namespace sdg {
@@ -24,8 +26,12 @@ StreamCursor::Action StreamCursor::NextActionLocked() {
     finish_called_ = true;
     action.finish = ToGrpcStatus(next.status());
   } else if (next->has_value()) {
-    // Sent as the log holds it: no parse and serialize per event.
-    grpc::Slice event((*next)->bytes);
+    // Sent as the log holds it, without a parse, a serialization or a copy:
+    // the slice owns the bytes.
+    auto* bytes = new std::string(std::move((*next)->bytes));
+    grpc::Slice event(
+        bytes->data(), bytes->size(),
+        [](void* owned) { delete static_cast<std::string*>(owned); }, bytes);
     in_flight_ = grpc::ByteBuffer(&event, 1);
     write_in_flight_ = true;
     action.write = &in_flight_;

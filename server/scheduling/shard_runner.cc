@@ -9,35 +9,67 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "server/backend/openai_protocol.h"
 
 namespace sdg {
 namespace {
 
-// The replies of one shard's requests, filled in on the HTTP loop thread.
-class ReplyCollector {
+// A shard's requests in flight, for the blocking and the non-blocking path
+// alike: their replies as they come (on the HTTP loop's thread), aborted at
+// once if the job's token is cancelled. `on_all` runs once, on the thread
+// of the last reply, or on Send's if every reply came before it returned.
+class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
  public:
-  explicit ReplyCollector(size_t count) : replies_(count), remaining_(count) {}
+  RequestBatch(size_t count, absl::AnyInvocable<void() &&> on_all)
+      : replies_(count),
+        remaining_(count + 1),  // each reply, and the end of Send
+        on_all_(std::move(on_all)) {}
 
-  void Deliver(size_t index, BackendReply reply) {
-    absl::MutexLock lock(&mu_);
-    replies_[index] = std::move(reply);
-    --remaining_;
+  void Send(Backend& backend, absl::string_view path,
+            std::vector<std::string> bodies, CancellationToken& token) {
+    calls_.reserve(bodies.size());
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      calls_.push_back(backend.Post(
+          path, std::move(bodies[i]),
+          [self = shared_from_this(), i](BackendReply reply) {
+            self->Arrive(i, std::move(reply));
+          }));
+    }
+    on_cancel_ = token.OnCancel([this, &backend] {
+      for (Backend::CallId call : calls_) backend.Cancel(call);
+    });
+    Arrive(std::nullopt, {});
   }
-  // Blocks until every reply has been delivered, then hands them over.
-  std::vector<BackendReply> AwaitAll() {
+
+  // Once `on_all` has run, on a worker: ending the cancel registration may
+  // wait for a cancel callback running on another thread (which never waits
+  // for this one), so it does not end on the HTTP loop's thread.
+  std::vector<BackendReply> TakeReplies() {
+    on_cancel_ = {};
     absl::MutexLock lock(&mu_);
-    auto all_delivered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return remaining_ == 0;
-    };
-    mu_.Await(absl::Condition(&all_delivered));
     return std::move(replies_);
   }
 
  private:
+  // A reply (or, with no index, the end of Send) has come.
+  void Arrive(std::optional<size_t> index, BackendReply reply) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (index.has_value()) replies_[*index] = std::move(reply);
+      if (--remaining_ > 0) return;
+    }
+    // The last arrival: nothing else touches on_all_ any more.
+    absl::AnyInvocable<void() &&> on_all = std::move(on_all_);
+    std::move(on_all)();
+  }
+
+  std::vector<Backend::CallId> calls_;  // written by Send before on_cancel_
+  CancellationToken::Registration on_cancel_;
   absl::Mutex mu_;
   std::vector<BackendReply> replies_ ABSL_GUARDED_BY(mu_);
   size_t remaining_ ABSL_GUARDED_BY(mu_);
+  absl::AnyInvocable<void() &&> on_all_;
 };
 
 ShardOutcome Failed(absl::Status status, int attempts = 0) {
@@ -68,74 +100,43 @@ absl::StatusOr<std::string> RenderPrompt(const JobSpec& spec,
 
 }  // namespace
 
-// A block's shard from Start to its Finish: its requests in flight, their
-// replies as they come (on the HTTP loop's thread), and the shard's rows
-// for the result. The last of its replies, or the end of Start, whichever
-// comes later, hands it to the scheduler (resume).
+// A block's shard from Start to its Finish: its requests in flight and the
+// shard's rows for the result. Its last reply hands it to the scheduler
+// (resume).
 class BackendShardRunner::InFlight
     : public std::enable_shared_from_this<InFlight> {
  public:
   InFlight(const JobSpec& spec, const ShardSpec& shard,
            std::vector<google::protobuf::Struct> rows, Prompts prompts,
-           size_t prompt_count, Requests requests, CancellationToken& token,
-           Resume resume)
+           size_t prompt_count, Requests requests, CancellationToken& token)
       : spec_(spec),
         shard_(shard),
         rows_(std::move(rows)),
         prompts_(std::move(prompts)),
         prompt_count_(prompt_count),
         requests_(std::move(requests)),
-        token_(token),
-        replies_(requests_.bodies.size()),
-        // One for each reply and one for Start, which sends them.
-        remaining_(requests_.bodies.size() + 1),
-        resume_(std::move(resume)) {}
+        token_(token) {}
 
   // Sends the requests; the shard may be resumed before this returns.
-  static void Send(const BackendShardRunner& runner, Backend& backend,
-                   std::shared_ptr<InFlight> self) {
-    std::vector<std::string> bodies = std::exchange(self->requests_.bodies, {});
-    self->calls_.reserve(bodies.size());
-    for (size_t i = 0; i < bodies.size(); ++i) {
-      self->calls_.push_back(backend.Post(
-          self->requests_.path, std::move(bodies[i]),
-          [&runner, self, i](BackendReply reply) {
-            self->Arrive(runner, i, std::move(reply));
-          }));
-    }
-    InFlight* raw = self.get();
-    self->on_cancel_ = self->token_.OnCancel([raw, &backend] {
-      for (Backend::CallId call : raw->calls_) backend.Cancel(call);
-    });
-    self->Arrive(runner, std::nullopt, {});
+  void Send(const BackendShardRunner& runner, Backend& backend,
+            Resume resume) {
+    batch_ = std::make_shared<RequestBatch>(
+        requests_.bodies.size(),
+        [&runner, self = shared_from_this(),
+         resume = std::move(resume)]() mutable {
+          std::move(resume)([&runner, self = std::move(self)] {
+            return self->Finish(runner);
+          });
+        });
+    batch_->Send(backend, requests_.path, std::exchange(requests_.bodies, {}),
+                 token_);
   }
 
  private:
-  // A reply (or, with no index, the end of Send) has come.
-  void Arrive(const BackendShardRunner& runner, std::optional<size_t> index,
-              BackendReply reply) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (index.has_value()) replies_[*index] = std::move(reply);
-      if (--remaining_ > 0) return;
-    }
-    // The last arrival: nothing else touches this any more.
-    std::move(resume_)([&runner, self = shared_from_this()]() {
-      return self->Finish(runner);
-    });
-  }
-
   ShardOutcome Finish(const BackendShardRunner& runner) {
-    // On a worker: ending the registration may wait for a cancel callback
-    // running on another thread, which never waits for this one.
-    on_cancel_ = {};
+    std::vector<BackendReply> replies = batch_->TakeReplies();
     // A stopped job reports its own reason, not its aborted requests'.
     if (token_.IsCancelled()) return Failed(token_.reason());
-    std::vector<BackendReply> replies;
-    {
-      absl::MutexLock lock(&mu_);  // taken after the last reply came
-      replies = std::move(replies_);
-    }
     Generations generations = runner.ReadReplies(
         spec_.block, requests_, prompt_count_, std::move(replies));
     return BlockOutcome(spec_, shard_, std::move(rows_), std::move(prompts_),
@@ -147,15 +148,9 @@ class BackendShardRunner::InFlight
   std::vector<google::protobuf::Struct> rows_;
   Prompts prompts_;  // their texts moved into the requests
   const size_t prompt_count_;
-  Requests requests_;
+  Requests requests_;  // their bodies moved into batch_
   CancellationToken& token_;
-  std::vector<Backend::CallId> calls_;  // written by Send before on_cancel_
-  CancellationToken::Registration on_cancel_;
-
-  absl::Mutex mu_;
-  std::vector<BackendReply> replies_ ABSL_GUARDED_BY(mu_);
-  size_t remaining_ ABSL_GUARDED_BY(mu_);
-  Resume resume_;  // taken by the last arrival
+  std::shared_ptr<RequestBatch> batch_;
 };
 
 void BackendShardRunner::Start(const JobSpec& spec, const ShardSpec& shard,
@@ -191,10 +186,9 @@ void BackendShardRunner::Start(const JobSpec& spec, const ShardSpec& shard,
   absl::StatusOr<Requests> requests = BuildRequests(
       spec.block, std::exchange(prompts.texts, {}), **backend, token);
   if (!requests.ok()) return finish_now(Failed(requests.status()));
-  auto in_flight = std::make_shared<InFlight>(
-      spec, shard, std::move(rows), std::move(prompts), prompt_count,
-      *std::move(requests), token, std::move(resume));
-  InFlight::Send(*this, **backend, std::move(in_flight));
+  std::make_shared<InFlight>(spec, shard, std::move(rows), std::move(prompts),
+                             prompt_count, *std::move(requests), token)
+      ->Send(*this, **backend, std::move(resume));
 }
 
 ShardOutcome BackendShardRunner::BlockOutcome(
@@ -422,19 +416,12 @@ absl::StatusOr<BackendShardRunner::Requests> BackendShardRunner::BuildRequests(
 std::vector<BackendReply> BackendShardRunner::SendAndWait(
     Backend& backend, absl::string_view path, std::vector<std::string> bodies,
     CancellationToken& token) const {
-  ReplyCollector collector(bodies.size());
-  std::vector<Backend::CallId> calls;
-  calls.reserve(bodies.size());
-  for (size_t i = 0; i < bodies.size(); ++i) {
-    calls.push_back(backend.Post(path, std::move(bodies[i]),
-                                 [&collector, i](BackendReply reply) {
-                                   collector.Deliver(i, std::move(reply));
-                                 }));
-  }
-  CancellationToken::Registration on_cancel = token.OnCancel([&] {
-    for (Backend::CallId call : calls) backend.Cancel(call);
-  });
-  return collector.AwaitAll();
+  absl::Notification all_replied;
+  auto batch = std::make_shared<RequestBatch>(
+      bodies.size(), [&all_replied] { all_replied.Notify(); });
+  batch->Send(backend, path, std::move(bodies), token);
+  all_replied.WaitForNotification();
+  return batch->TakeReplies();
 }
 
 }  // namespace sdg
