@@ -85,8 +85,8 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   if (!request.job_id().empty()) {
     // Ids are one namespace for every tenant; only the tenant that made a
     // job attaches to it by sending the same request again.
-    if (absl::StatusOr<std::shared_ptr<Job>> existing =
-            registry_.Find(request.job_id(), Caller{.tenant = "", .admin = true});
+    if (absl::StatusOr<std::shared_ptr<Job>> existing = registry_.Find(
+            request.job_id(), Caller{.tenant = "", .admin = true});
         existing.ok()) {
       if ((*existing)->tenant() == caller.tenant &&
           (*existing)->request_digest() == digest) {

@@ -1,9 +1,9 @@
 #include "server/backend/openai_protocol.h"
 
-#include <string_view>
+#include <simdjson.h>
 
 #include <nlohmann/json.hpp>
-#include <simdjson.h>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "sdg/v1/block_defaults.h"
@@ -174,8 +174,7 @@ absl::StatusOr<Completion> ParseReply(absl::string_view body,
     seen[i] = true;
     out.choices[i].text = std::string(text);
     std::string_view reason;
-    if (choice["finish_reason"].get_string().get(reason) ==
-        simdjson::SUCCESS) {
+    if (choice["finish_reason"].get_string().get(reason) == simdjson::SUCCESS) {
       out.choices[i].finish_reason = std::string(reason);
     }
   }
@@ -252,10 +251,9 @@ std::string BuildChatBody(const v1::Block& block, absl::string_view prompt) {
 
 absl::StatusOr<Completion> ParseCompletionsReply(absl::string_view body,
                                                  int expected_choices) {
-  return ParseReply(body, expected_choices, "text",
-                    [](simdjson::dom::object choice) {
-                      return choice["text"].get_string();
-                    });
+  return ParseReply(
+      body, expected_choices, "text",
+      [](simdjson::dom::object choice) { return choice["text"].get_string(); });
 }
 
 absl::StatusOr<Completion> ParseChatReply(absl::string_view body,

@@ -3,9 +3,8 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <simdjson.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -418,8 +417,7 @@ absl::Status JsonLinesDecoder::Decode(absl::string_view line, RowFn on_row) {
     return not_a_row(absl::StrCat("got ", KindOf(document.type())));
   }
   google::protobuf::Struct row;
-  if (absl::Status s =
-          FillStruct(document.get_object().value_unsafe(), row, 1);
+  if (absl::Status s = FillStruct(document.get_object().value_unsafe(), row, 1);
       !s.ok()) {
     return not_a_row(s.message());
   }

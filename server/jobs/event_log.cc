@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/logging.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
-#include "base/logging.h"
 
 namespace sdg {
 namespace {
@@ -382,8 +382,9 @@ absl::StatusOr<size_t> EventLog::Reader::Read(int64_t offset, size_t size,
   if (offset < read_ahead_start_ ||
       end > read_ahead_start_ + static_cast<int64_t>(read_ahead_.size())) {
     // Committed bytes do not change: what was read ahead stays valid.
-    const size_t chunk = static_cast<size_t>(std::max<int64_t>(
-        end, std::min(limit, offset + static_cast<int64_t>(kReadAhead))) -
+    const size_t chunk = static_cast<size_t>(
+        std::max<int64_t>(
+            end, std::min(limit, offset + static_cast<int64_t>(kReadAhead))) -
         offset);
     read_ahead_.resize(chunk);
     absl::StatusOr<size_t> got =
@@ -400,8 +401,7 @@ absl::StatusOr<size_t> EventLog::Reader::Read(int64_t offset, size_t size,
   return n;
 }
 
-absl::StatusOr<std::optional<EventLog::EncodedEvent>>
-EventLog::Reader::Next() {
+absl::StatusOr<std::optional<EventLog::EncodedEvent>> EventLog::Reader::Next() {
   int64_t limit;
   {
     absl::MutexLock lock(&log_->mu_);

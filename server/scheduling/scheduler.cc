@@ -228,8 +228,9 @@ void Scheduler::StartShard(std::shared_ptr<Job> job, const ShardSpec& shard) {
       failed.status = rows.status();
       return EndShard(job, shard, std::move(failed), started);
     }
-    ShardOutcome outcome = runner_.RunStage(
-        job->spec(), shard, Job::StageOf(shard), *std::move(rows), job->token());
+    ShardOutcome outcome =
+        runner_.RunStage(job->spec(), shard, Job::StageOf(shard),
+                         *std::move(rows), job->token());
     return EndShard(job, shard, std::move(outcome), started);
   }
   absl::StatusOr<std::vector<google::protobuf::Struct>> rows =
@@ -239,12 +240,12 @@ void Scheduler::StartShard(std::shared_ptr<Job> job, const ShardSpec& shard) {
     return EndShard(job, shard, std::move(failed), started);
   }
   Job& raw = *job;
-  runner_.Start(raw.spec(), shard, *std::move(rows), raw.token(),
-                [this, job = std::move(job), shard,
-                 started](ShardRunner::Finish finish) mutable {
-                  Resume(Ready{std::move(job), shard, started,
-                               std::move(finish)});
-                });
+  runner_.Start(
+      raw.spec(), shard, *std::move(rows), raw.token(),
+      [this, job = std::move(job), shard,
+       started](ShardRunner::Finish finish) mutable {
+        Resume(Ready{std::move(job), shard, started, std::move(finish)});
+      });
 }
 
 void Scheduler::Resume(Ready ready) {

@@ -152,8 +152,8 @@ class Scheduler {
   // and not starting or running a shard (which may block).
   int serving_ ABSL_GUARDED_BY(mu_) = 0;
   // How many serving workers Resume keeps awake: the CPUs (at least 2).
-  const int serving_target_ = static_cast<int>(
-      std::max(2u, std::thread::hardware_concurrency()));
+  const int serving_target_ =
+      static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   // Started shards ready to finish, oldest first; served before new shards.
   std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
 

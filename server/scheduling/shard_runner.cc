@@ -30,11 +30,11 @@ class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
             std::vector<std::string> bodies, CancellationToken& token) {
     calls_.reserve(bodies.size());
     for (size_t i = 0; i < bodies.size(); ++i) {
-      calls_.push_back(backend.Post(
-          path, std::move(bodies[i]),
-          [self = shared_from_this(), i](BackendReply reply) {
-            self->Arrive(i, std::move(reply));
-          }));
+      calls_.push_back(
+          backend.Post(path, std::move(bodies[i]),
+                       [self = shared_from_this(), i](BackendReply reply) {
+                         self->Arrive(i, std::move(reply));
+                       }));
     }
     on_cancel_ = token.OnCancel([this, &backend] {
       for (Backend::CallId call : calls_) backend.Cancel(call);
@@ -60,7 +60,7 @@ class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
       if (--remaining_ > 0) return;
     }
     // The last arrival: nothing else touches on_all_ any more.
-    absl::AnyInvocable<void() &&> on_all = std::move(on_all_);
+    absl::AnyInvocable<void()&&> on_all = std::move(on_all_);
     std::move(on_all)();
   }
 
@@ -118,12 +118,10 @@ class BackendShardRunner::InFlight
         token_(token) {}
 
   // Sends the requests; the shard may be resumed before this returns.
-  void Send(const BackendShardRunner& runner, Backend& backend,
-            Resume resume) {
+  void Send(const BackendShardRunner& runner, Backend& backend, Resume resume) {
     batch_ = std::make_shared<RequestBatch>(
-        requests_.bodies.size(),
-        [&runner, self = shared_from_this(),
-         resume = std::move(resume)]() mutable {
+        requests_.bodies.size(), [&runner, self = shared_from_this(),
+                                  resume = std::move(resume)]() mutable {
           std::move(resume)([&runner, self = std::move(self)] {
             return self->Finish(runner);
           });

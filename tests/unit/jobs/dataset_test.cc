@@ -115,20 +115,23 @@ absl::StatusOr<google::protobuf::Struct> DecodeLine(const std::string& line) {
 }
 
 TEST(JsonLinesDecoderTest, RowsAreTheStructsProtobufsJsonParserGives) {
-  for (const std::string line : {
-           R"({"s": "x\u00e9\n", "n": 1.5, "i": -3, "u": 18446744073709551615, )"
-           R"("b": true, "f": false, "z": null, "e": {}, "l": []})",
-           R"({"o": {"k": [1, "a", {"d": [[null]]}], "t": "\ud83d\ude00"}})",
-           R"({})",
-       }) {
+  for (
+      const std::string line : {
+          R"({"s": "x\u00e9\n", "n": 1.5, "i": -3, "u": 18446744073709551615, )"
+          R"("b": true, "f": false, "z": null, "e": {}, "l": []})",
+          R"({"o": {"k": [1, "a", {"d": [[null]]}], "t": "\ud83d\ude00"}})",
+          R"({})",
+      }) {
     google::protobuf::Struct expected;
-    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &expected).ok())
+    ASSERT_TRUE(
+        google::protobuf::util::JsonStringToMessage(line, &expected).ok())
         << line;
     absl::StatusOr<google::protobuf::Struct> row = DecodeLine(line);
     ASSERT_TRUE(row.ok()) << row.status();
     EXPECT_TRUE(
         google::protobuf::util::MessageDifferencer::Equals(*row, expected))
-        << line << "\n" << row->DebugString() << "\nexpected:\n"
+        << line << "\n"
+        << row->DebugString() << "\nexpected:\n"
         << expected.DebugString();
   }
 }
@@ -154,7 +157,8 @@ TEST(JsonLinesDecoderTest, WhatIsNotAnObjectRowIsRefusedSayingWhy) {
   for (const auto& [line, why] : cases) {
     absl::StatusOr<google::protobuf::Struct> row = DecodeLine(line);
     EXPECT_EQ(row.status().code(), absl::StatusCode::kInvalidArgument) << line;
-    EXPECT_THAT(row.status().message(), HasSubstr("line 1: not a JSON object ("))
+    EXPECT_THAT(row.status().message(),
+                HasSubstr("line 1: not a JSON object ("))
         << line;
     EXPECT_THAT(row.status().message(), HasSubstr(why)) << row.status();
   }

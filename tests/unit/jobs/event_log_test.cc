@@ -300,9 +300,14 @@ TEST_F(EventLogTest, AReaderReadsOnPastWhatItReadAheadAsMoreIsCommitted) {
       if (!next->has_value()) return;
       v1::JobEvent event;
       ASSERT_TRUE(event.ParseFromString((*next)->bytes));
-      EXPECT_EQ(event.shard_result().rows(0).columns().fields().at("output")
-                    .string_value(),
-                std::string(100'000, 'a' + event.shard_result().shard_index() % 26));
+      EXPECT_EQ(
+          event.shard_result()
+              .rows(0)
+              .columns()
+              .fields()
+              .at("output")
+              .string_value(),
+          std::string(100'000, 'a' + event.shard_result().shard_index() % 26));
       shards.push_back(event.shard_result().shard_index());
     }
   };

@@ -156,7 +156,8 @@ class ParkingRunner final : public ShardRunner {
   std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST(SchedulerStartedShardsTest, InFlightShardsHoldNoThreadButCountInMaxWorkers) {
+TEST(SchedulerStartedShardsTest,
+     InFlightShardsHoldNoThreadButCountInMaxWorkers) {
   Metrics metrics;
   MemoryJobStore store;
   testing::ManualTimers timers;
