@@ -8,11 +8,23 @@
 #include "tests/llmsim/sim_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8000", "HOST:PORT (port 0: any)");
-ABSL_FLAG(std::string, model, "sim-model", "the one model it serves");
+ABSL_FLAG(std::string, model, "sim-model",
+          "the one model it serves (llamacpp mode: a file path, as "
+          "llama-server's -m, which /v1/models lists as its id)");
 ABSL_FLAG(std::string, mode, "vllm",
           "vllm (prompt lists, n) or llamacpp (one prompt per request, /props "
-          "with total_slots)");
+          "with total_slots, n != 1 refused with HTTP 500, any model name, "
+          "samples that follow the seed, few HTTP threads)");
 ABSL_FLAG(int, slots, 1, "llamacpp mode: slots, i.e. requests served at once");
+ABSL_FLAG(int, http_threads, 0,
+          "llamacpp mode: HTTP threads, each holding one connection until it "
+          "closes or idles past --keep_alive_ms (0: slots + 2, as "
+          "llama-server's --parallel + 2)");
+ABSL_FLAG(int, keep_alive_ms, 5000,
+          "llamacpp mode: an idle keep-alive connection is closed after this");
+ABSL_FLAG(int, loading_ms, 0,
+          "llamacpp mode: answer everything but /stats 503 \"Loading model\" "
+          "for this long after start");
 ABSL_FLAG(int, busy_status, 0,
           "status answered at once when every slot is busy (503 as "
           "llama-cpp-python); 0: requests queue (llama.cpp server)");
@@ -64,6 +76,9 @@ int main(int argc, char** argv) {
       mode == "vllm" ? sdg::llmsim::Mode::kVllm : sdg::llmsim::Mode::kLlamaCpp;
   options.slots = absl::GetFlag(FLAGS_slots);
   options.busy_status = absl::GetFlag(FLAGS_busy_status);
+  options.http_threads = absl::GetFlag(FLAGS_http_threads);
+  options.keep_alive_ms = absl::GetFlag(FLAGS_keep_alive_ms);
+  options.loading_ms = absl::GetFlag(FLAGS_loading_ms);
   options.capacity = absl::GetFlag(FLAGS_capacity);
   options.ms_per_token = absl::GetFlag(FLAGS_ms_per_token);
   options.api_key = absl::GetFlag(FLAGS_api_key);

@@ -127,6 +127,12 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
   evhttp_set_allowed_methods(server->http_, EVHTTP_REQ_GET | EVHTTP_REQ_POST);
   evhttp_set_max_body_size(server->http_, 64 << 20);
   evhttp_set_gencb(server->http_, &SimServer::OnRequest, server.get());
+  if (options.mode == Mode::kLlamaCpp) {
+    // An idle keep-alive connection is closed after this, freeing its thread.
+    timeval keep_alive{options.keep_alive_ms / 1000,
+                       (options.keep_alive_ms % 1000) * 1000};
+    evhttp_set_timeout_tv(server->http_, &keep_alive);
+  }
   server->sigint_ =
       evsignal_new(server->base_, SIGINT, &SimServer::OnSignal, server.get());
   server->sigterm_ =
@@ -140,7 +146,11 @@ SimServer::SimServer(const Options& options,
     : options_(options),
       simulator_{options.model,
                  options.mode == Mode::kVllm ? "vllm" : "llamacpp",
-                 options.mode == Mode::kVllm, std::move(replies)},
+                 options.mode == Mode::kVllm,
+                 std::move(replies),
+                 /*one_choice_per_request=*/options.mode == Mode::kLlamaCpp,
+                 /*serves_any_model_name=*/options.mode == Mode::kLlamaCpp,
+                 /*samples_follow_seed=*/options.mode == Mode::kLlamaCpp},
       started_(std::chrono::steady_clock::now()),
       fault_random_(options.fault_seed) {}
 
@@ -175,7 +185,70 @@ int SimServer::Capacity() const {
   return options_.mode == Mode::kLlamaCpp ? options_.slots : options_.capacity;
 }
 
+int SimServer::HttpThreads() const {
+  if (options_.mode != Mode::kLlamaCpp) return 0;  // no limit
+  return options_.http_threads > 0 ? options_.http_threads : options_.slots + 2;
+}
+
+bool SimServer::Loading() const {
+  return options_.mode == Mode::kLlamaCpp && !loading_ended_ &&
+         std::chrono::steady_clock::now() - started_ <
+             std::chrono::milliseconds(options_.loading_ms);
+}
+
 void SimServer::Handle(evhttp_request* request) {
+  const char* stats_path =
+      evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request));
+  if (stats_path != nullptr && std::strcmp(stats_path, "/stats") == 0) {
+    // The tests' window into llmsim, not part of the server it imitates.
+    Serve(request);
+    return;
+  }
+  evhttp_connection* connection = evhttp_request_get_connection(request);
+  if (connections_.insert(connection).second) {
+    ++stats_.connections_open;
+    stats_.max_connections_open =
+        std::max(stats_.max_connections_open, stats_.connections_open);
+    evhttp_connection_set_closecb(connection, &SimServer::OnConnectionClosed,
+                                  this);
+  }
+  if (HttpThreads() > 0 && threaded_.count(connection) == 0) {
+    if (static_cast<int>(threaded_.size()) >= HttpThreads()) {
+      // Every thread holds a connection: this one waits, unread, as a socket
+      // waits in cpp-httplib's queue.
+      waiting_for_thread_.push_back(request);
+      ++stats_.waiting_for_thread;
+      stats_.max_waiting_for_thread =
+          std::max(stats_.max_waiting_for_thread, stats_.waiting_for_thread);
+      return;
+    }
+    threaded_.insert(connection);
+  }
+  Serve(request);
+}
+
+void SimServer::ReleaseThread(evhttp_connection* connection) {
+  // Requests of the closed connection that waited are dropped: sending a
+  // reply frees a request whose connection is gone.
+  for (auto it = waiting_for_thread_.begin();
+       it != waiting_for_thread_.end();) {
+    if (evhttp_request_get_connection(*it) == connection) {
+      evhttp_send_reply(*it, 499, "Client Closed Request", nullptr);
+      it = waiting_for_thread_.erase(it);
+      --stats_.waiting_for_thread;
+    } else {
+      ++it;
+    }
+  }
+  if (threaded_.erase(connection) == 0 || waiting_for_thread_.empty()) return;
+  evhttp_request* next = waiting_for_thread_.front();
+  waiting_for_thread_.pop_front();
+  --stats_.waiting_for_thread;
+  threaded_.insert(evhttp_request_get_connection(next));
+  Serve(next);
+}
+
+void SimServer::Serve(evhttp_request* request) {
   const char* raw_path =
       evhttp_uri_get_path(evhttp_request_get_evhttp_uri(request));
   std::string path = raw_path != nullptr ? raw_path : "";
@@ -187,6 +260,19 @@ void SimServer::Handle(evhttp_request* request) {
   const bool generation =
       method == EVHTTP_REQ_POST &&
       (path == "/v1/completions" || path == "/v1/chat/completions");
+  if (path != "/stats" && Loading()) {
+    // llama-server answers everything this way until its model is loaded.
+    if (generation) {
+      ++stats_.requests;
+      ++stats_.in_flight;
+    } else if (path == "/v1/models" || path == "/props") {
+      ++stats_.discovery_requests;
+    }
+    Reply(request, 503,
+          LlamaCppErrorBody(503, "Loading model", "unavailable_error"),
+          generation);
+    return;
+  }
   if (!options_.api_key.empty() && (generation || path == "/v1/models")) {
     const char* auth = evhttp_find_header(
         evhttp_request_get_input_headers(request), "Authorization");
@@ -459,6 +545,8 @@ void SimServer::DropPending(evhttp_connection* connection) {
 
 void SimServer::OnConnectionClosed(evhttp_connection* connection, void* arg) {
   auto* self = static_cast<SimServer*>(arg);
+  if (self->connections_.erase(connection) > 0) --self->stats_.connections_open;
+  self->ReleaseThread(connection);
   auto it = self->pending_.find(connection);
   if (it == self->pending_.end()) return;
   // libevent detached these requests from the dead connection; sending a
@@ -491,20 +579,25 @@ std::string SimServer::StatsJson() const {
   for (const auto& [status, count] : stats_.by_status) {
     by_status[std::to_string(status)] = count;
   }
-  return nlohmann::json{{"requests", stats_.requests},
-                        {"by_status", by_status},
-                        {"in_flight", stats_.in_flight},
-                        {"max_in_flight", stats_.max_in_flight},
-                        {"queued", stats_.queued},
-                        {"max_queued", stats_.max_queued},
-                        {"prompts", stats_.prompts},
-                        {"closed_by_client", stats_.closed_by_client},
-                        {"hung", stats_.hung},
-                        {"resets", stats_.resets},
-                        {"malformed", stats_.malformed},
-                        {"slow_bodies", stats_.slow_bodies},
-                        {"discovery_requests", stats_.discovery_requests},
-                        {"arrivals_ms", stats_.arrivals_ms}}
+  return nlohmann::json{
+      {"requests", stats_.requests},
+      {"by_status", by_status},
+      {"in_flight", stats_.in_flight},
+      {"max_in_flight", stats_.max_in_flight},
+      {"queued", stats_.queued},
+      {"max_queued", stats_.max_queued},
+      {"prompts", stats_.prompts},
+      {"closed_by_client", stats_.closed_by_client},
+      {"hung", stats_.hung},
+      {"resets", stats_.resets},
+      {"malformed", stats_.malformed},
+      {"slow_bodies", stats_.slow_bodies},
+      {"discovery_requests", stats_.discovery_requests},
+      {"connections_open", stats_.connections_open},
+      {"max_connections_open", stats_.max_connections_open},
+      {"waiting_for_thread", stats_.waiting_for_thread},
+      {"max_waiting_for_thread", stats_.max_waiting_for_thread},
+      {"arrivals_ms", stats_.arrivals_ms}}
       .dump();
 }
 

@@ -3,13 +3,16 @@
 // hundreds of slow requests cost nothing.
 //
 // It imitates vLLM (prompt lists, n) or llama.cpp (one prompt per request,
-// /props with total_slots, a fixed number of slots), a server that saturates
+// /props with total_slots, a fixed number of slots, n != 1 refused, 503
+// while it loads its model, a few HTTP threads that each hold an idle
+// keep-alive connection), a server that saturates
 // (`capacity`: beyond it requests queue and latency grows), and the faults
 // backends show in production, each drawn per request with a seeded
 // generator so that a run is reproducible.
 #ifndef SDG_TESTS_LLMSIM_SIM_SERVER_H_
 #define SDG_TESTS_LLMSIM_SIM_SERVER_H_
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -44,6 +47,17 @@ class SimServer {
     // With every slot busy, answer this status at once (llama-cpp-python's
     // 503) instead of queueing (llama.cpp server). 0: queue.
     int busy_status = 0;
+    // llama.cpp mode: its HTTP threads (0: slots + 2, as llama-server's
+    // --parallel + 2). A connection takes a thread at its first request and
+    // holds it until it closes, so requests on more connections than threads
+    // wait for one to close.
+    int http_threads = 0;
+    // llama.cpp mode: an idle keep-alive connection is closed after this
+    // (cpp-httplib's keep-alive timeout, 5 s).
+    int keep_alive_ms = 5000;
+    // llama.cpp mode: every request but /stats is answered 503 "Loading
+    // model" for this long after start.
+    int loading_ms = 0;
     // Requests served at once; more wait in a FIFO queue. 0: no limit.
     int capacity = 0;
     // Service time: latency_ms + ms_per_token × generated tokens.
@@ -81,6 +95,9 @@ class SimServer {
   void Run();
   // Safe from any thread.
   void Stop();
+  // Ends llama.cpp mode's loading now rather than after loading_ms (for
+  // tests that must know the order of events). Safe from any thread.
+  void EndLoading() { loading_ended_ = true; }
 
  private:
   enum class Fault { kNone, kHang, kReset, kMalformed, kSlowBody };
@@ -106,6 +123,12 @@ class SimServer {
     int64_t malformed = 0;
     int64_t slow_bodies = 0;
     int64_t discovery_requests = 0;  // GET /v1/models and /props
+    // Connections that have sent a request and are not closed (llama.cpp
+    // mode: each holds an HTTP thread), and the most at once.
+    int64_t connections_open = 0;
+    int64_t max_connections_open = 0;
+    int64_t waiting_for_thread = 0;  // requests, llama.cpp mode
+    int64_t max_waiting_for_thread = 0;
     // Milliseconds since start at which generation requests arrived (the
     // first kMaxArrivals).
     std::vector<int64_t> arrivals_ms;
@@ -120,6 +143,13 @@ class SimServer {
   static void OnSignal(int fd, short what, void* self);
 
   void Handle(evhttp_request* request);
+  // Handle, once the request's connection has an HTTP thread.
+  void Serve(evhttp_request* request);
+  // A connection closed: its thread goes to the longest-waiting request's
+  // connection.
+  void ReleaseThread(evhttp_connection* connection);
+  int HttpThreads() const;
+  bool Loading() const;
   void HandleGeneration(evhttp_request* request, SimReply reply);
   Fault DrawFault(evhttp_request* request, SimReply& reply);
   // Starts serving `pending` if a slot is free; otherwise it waits.
@@ -142,6 +172,7 @@ class SimServer {
   const Options options_;
   const Simulator simulator_;
   const std::chrono::steady_clock::time_point started_;
+  std::atomic<bool> loading_ended_{false};
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   event* sigint_ = nullptr;
@@ -155,6 +186,11 @@ class SimServer {
   std::deque<Pending*> waiting_for_slot_;
   // Replies not yet sent, by connection, so a closed connection frees its own.
   std::map<evhttp_connection*, std::set<Pending*>> pending_;
+  // Connections that have sent a request and are open; llama.cpp mode: those
+  // holding an HTTP thread, and the requests waiting for one.
+  std::set<evhttp_connection*> connections_;
+  std::set<evhttp_connection*> threaded_;
+  std::deque<evhttp_request*> waiting_for_thread_;
 };
 
 }  // namespace sdg::llmsim

@@ -29,16 +29,18 @@ std::string NextId(absl::string_view prefix) {
 struct Sampling {
   int n = 1;
   int64_t max_tokens = -1;
+  std::optional<int64_t> seed;
 };
 
 // Returns an error reply, or nullopt with `out` filled in.
-std::optional<SimReply> ParseSampling(const json& request,
-                                      const std::string& model, Sampling& out) {
+std::optional<SimReply> ParseSampling(const json& request, const Simulator& sim,
+                                      Sampling& out) {
   auto model_field = request.find("model");
-  if (model_field == request.end() || !model_field->is_string()) {
+  if (sim.serves_any_model_name) {
+    // llama.cpp answers with its one model whatever the request names.
+  } else if (model_field == request.end() || !model_field->is_string()) {
     return Error(400, "\"model\" is required and must be a string");
-  }
-  if (model_field->get<std::string>() != model) {
+  } else if (model_field->get<std::string>() != sim.model) {
     return Error(404,
                  absl::StrCat("The model `", model_field->get<std::string>(),
                               "` does not exist."));
@@ -49,6 +51,17 @@ std::optional<SimReply> ParseSampling(const json& request,
       return Error(400, "\"n\" must be an integer between 1 and 128");
     }
     out.n = n->get<int>();
+  }
+  if (sim.one_choice_per_request && out.n != 1) {
+    return SimReply{
+        500,
+        LlamaCppErrorBody(500, "Only one completion choice is allowed",
+                          "server_error"),
+        0};
+  }
+  if (auto seed = request.find("seed");
+      seed != request.end() && seed->is_number_integer()) {
+    out.seed = seed->get<int64_t>();
   }
   if (auto max_tokens = request.find("max_tokens");
       max_tokens != request.end() && !max_tokens->is_null()) {
@@ -81,7 +94,12 @@ int64_t CountTokens(absl::string_view text) {
 
 SimText MakeSimText(absl::string_view prompt, int sample_index,
                     int64_t max_tokens) {
-  return CutToTokens(absl::StrCat("sim(", sample_index, "): ", prompt),
+  return MakeSimText(prompt, absl::StrCat(sample_index), max_tokens);
+}
+
+SimText MakeSimText(absl::string_view prompt, absl::string_view sample_label,
+                    int64_t max_tokens) {
+  return CutToTokens(absl::StrCat("sim(", sample_label, "): ", prompt),
                      max_tokens);
 }
 
@@ -121,16 +139,36 @@ std::string ErrorBody(int status, absl::string_view message) {
                  {"code", status}}}});
 }
 
+std::string LlamaCppErrorBody(int status, absl::string_view message,
+                              absl::string_view type) {
+  return Dump(
+      {{"error", {{"code", status}, {"message", message}, {"type", type}}}});
+}
+
 SimText Simulator::Generate(absl::Span<const absl::string_view> texts,
                             absl::string_view echo, int sample_index,
+                            absl::string_view sample_label,
                             int64_t max_tokens) const {
   if (replies != nullptr) {
     if (std::optional<std::string> reply = replies->Find(texts, sample_index)) {
       return CutToTokens(*std::move(reply), max_tokens);
     }
   }
-  return MakeSimText(echo, sample_index, max_tokens);
+  return MakeSimText(echo, sample_label, max_tokens);
 }
+
+namespace {
+
+// What a sample's echo names: its index, or (llama.cpp) its seed.
+std::string SampleLabel(const Simulator& sim, const Sampling& sampling,
+                        int sample_index) {
+  if (!sim.samples_follow_seed) return absl::StrCat(sample_index);
+  if (sampling.seed.has_value()) return absl::StrCat("seed ", *sampling.seed);
+  static std::atomic<int64_t> unseeded{0};
+  return absl::StrCat("unseeded ", unseeded.fetch_add(1));
+}
+
+}  // namespace
 
 SimReply Simulator::Models() const {
   json body = {{"object", "list"},
@@ -168,7 +206,7 @@ SimReply Simulator::Completions(absl::string_view request_body) const {
                  "\"prompt\" must be a string or a non-empty list of strings");
   }
   Sampling sampling;
-  if (auto error = ParseSampling(request, model, sampling)) return *error;
+  if (auto error = ParseSampling(request, *this, sampling)) return *error;
 
   json choices = json::array();
   int64_t prompt_tokens = 0;
@@ -178,7 +216,8 @@ SimReply Simulator::Completions(absl::string_view request_body) const {
     for (int s = 0; s < sampling.n; ++s) {
       const absl::string_view prompt_text = prompts[p];
       SimText text =
-          Generate({prompt_text}, prompt_text, s, sampling.max_tokens);
+          Generate({prompt_text}, prompt_text, s,
+                   SampleLabel(*this, sampling, s), sampling.max_tokens);
       completion_tokens += text.tokens;
       choices.push_back({{"index", p * sampling.n + s},
                          {"text", text.text},
@@ -231,13 +270,15 @@ SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
   }
   if (!found) return Error(400, "\"messages\" has no user message");
   Sampling sampling;
-  if (auto error = ParseSampling(request, model, sampling)) return *error;
+  if (auto error = ParseSampling(request, *this, sampling)) return *error;
 
   json choices = json::array();
   int64_t completion_tokens = 0;
   for (int s = 0; s < sampling.n; ++s) {
     std::vector<absl::string_view> texts(contents.begin(), contents.end());
-    SimText text = Generate(texts, last_user, s, sampling.max_tokens);
+    SimText text =
+        Generate(texts, last_user, s, SampleLabel(*this, sampling, s),
+                 sampling.max_tokens);
     completion_tokens += text.tokens;
     choices.push_back(
         {{"index", s},

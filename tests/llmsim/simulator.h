@@ -38,6 +38,14 @@ struct Simulator {
   bool accepts_prompt_lists = true;
   // Canned replies; none: every reply echoes its prompt.
   std::shared_ptr<const ReplyBook> replies = nullptr;
+  // llama.cpp's quirks (its server's OpenAI layer):
+  // any "n" other than 1 is HTTP 500 "Only one completion choice is allowed";
+  bool one_choice_per_request = false;
+  // the request's "model" is not checked (it serves its one model);
+  bool serves_any_model_name = false;
+  // a sample is its seed's: the echo reads "sim(seed S): P", and a request
+  // without a seed draws one ("sim(unseeded K): P", K counting requests).
+  bool samples_follow_seed = false;
 
   SimReply Models() const;
   // llama.cpp's GET /props.
@@ -47,11 +55,14 @@ struct Simulator {
   // The reply book's text for these request texts, else the echo of `echo`.
   SimText Generate(absl::Span<const absl::string_view> texts,
                    absl::string_view echo, int sample_index,
-                   int64_t max_tokens) const;
+                   absl::string_view sample_label, int64_t max_tokens) const;
 };
 
 SimText MakeSimText(absl::string_view prompt, int sample_index,
                     int64_t max_tokens);  // max_tokens < 0: no limit
+// "sim(LABEL): prompt", cut the same way.
+SimText MakeSimText(absl::string_view prompt, absl::string_view sample_label,
+                    int64_t max_tokens);
 // `text` cut after its max_tokens-th token.
 SimText CutToTokens(std::string text, int64_t max_tokens);
 
@@ -59,6 +70,9 @@ int64_t CountTokens(absl::string_view text);
 
 // An OpenAI-style error body: {"error":{"message":...,"type":...,"code":...}}.
 std::string ErrorBody(int status, absl::string_view message);
+// llama.cpp's error body: {"error":{"code":...,"message":...,"type":...}}.
+std::string LlamaCppErrorBody(int status, absl::string_view message,
+                              absl::string_view type);
 
 }  // namespace sdg::llmsim
 

@@ -26,8 +26,10 @@ inline llmsim::SimServer::Options WithLatency(absl::Duration latency) {
 // An llmsim server on its own (owned, joined) thread.
 class SimThread {
  public:
+  // The model is "m" unless `options` names another.
   explicit SimThread(llmsim::SimServer::Options options = {}) {
-    options.model = "m";
+    if (options.model == llmsim::SimServer::Options().model)
+      options.model = "m";
     server_ = *llmsim::SimServer::Create(options);
     thread_ = std::thread([this] { server_->Run(); });
   }
@@ -38,6 +40,7 @@ class SimThread {
   std::string url() const {
     return "http://127.0.0.1:" + std::to_string(server_->port()) + "/v1";
   }
+  llmsim::SimServer& server() { return *server_; }
   // llmsim's /stats.
   nlohmann::json Stats() const {
     auto body = HttpGet("http://127.0.0.1:" + std::to_string(server_->port()) +
