@@ -17,6 +17,11 @@ inline constexpr size_t kMaxQuotedBytes = 64;
 // falls between UTF-8 characters.
 std::string Quoted(absl::string_view text, size_t max_bytes = kMaxQuotedBytes);
 
+// The same without the quotes, for a log field (the log escapes it itself):
+// text, or first bytes... (N bytes).
+std::string CutShort(absl::string_view text,
+                     size_t max_bytes = kMaxQuotedBytes);
+
 }  // namespace sdg
 
 #endif  // SDG_BASE_QUOTE_H_

@@ -104,7 +104,7 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::Admit(
   if (valid.ok()) valid = ChooseModels(*spec);
   if (!valid.ok()) {
     Log(LogLevel::kInfo, "job rejected",
-        {{"job_id", Quoted(request.job_id())},
+        {{"job_id", CutShort(request.job_id())},
          {"tenant", caller.tenant},
          {"error", std::string(valid.message())}});
     return valid;

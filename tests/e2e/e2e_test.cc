@@ -443,5 +443,24 @@ TEST_F(EndToEndTest, LogIsJsonLinesWithFieldsAndNoPromptText) {
   EXPECT_THAT(log, HasSubstr(R"("msg":"job finished")"));
 }
 
+// Every log line names a job by its id as it is, "job rejected" too.
+TEST_F(EndToEndTest, ARejectedJobIsLoggedWithItsPlainId) {
+  Start();
+  std::string in = WriteDataset(2);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--backend=nope", "--job_id=rejected-1"});
+  ASSERT_EQ(result.exit_code, 2) << result.err;
+  int rejected = 0;
+  for (const json& line : JsonLines(stack_->SdgdLog())) {
+    if (line["msg"] != "job rejected") continue;
+    ++rejected;
+    EXPECT_EQ(line["job_id"], "rejected-1");
+    EXPECT_THAT(line["error"].get<std::string>(),
+                HasSubstr("unknown backend \"nope\""));
+  }
+  EXPECT_EQ(rejected, 1);
+}
+
 }  // namespace
 }  // namespace sdg::testing

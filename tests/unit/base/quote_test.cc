@@ -23,5 +23,12 @@ TEST(QuotedTest, CutFallsBetweenUtf8Characters) {
   EXPECT_EQ(Quoted("a\xC3\xA9\xC3\xA9x", 4), "\"a\xC3\xA9...\" (6 bytes)");
 }
 
+TEST(CutShortTest, LogFieldsAreCutButNotQuoted) {
+  EXPECT_EQ(CutShort("job-1"), "job-1");
+  EXPECT_EQ(CutShort(std::string(100, 'x')),
+            std::string(64, 'x') + "... (100 bytes)");
+  EXPECT_EQ(CutShort("a\xC3\xA9\xC3\xA9x", 4), "a\xC3\xA9... (6 bytes)");
+}
+
 }  // namespace
 }  // namespace sdg
