@@ -19,9 +19,13 @@ ConcurrencyLimit InitialLimit(const BackendOptions& options) {
              : ConcurrencyLimit::Fixed(options.max_in_flight);
 }
 
-ServerDetector::Options DetectorOptions(const BackendOptions& options) {
+ServerDetector::Options DetectorOptions(const BackendOptions& options,
+                                        const EndpointPool& pool) {
   ServerDetector::Options detector;
   detector.base_urls = options.base_urls;
+  for (int i = 0; i < pool.size(); ++i) {
+    detector.display_urls.push_back(pool.display_url(i));
+  }
   detector.headers = options.api_key.AuthorizationHeaders();
   detector.timeout = options.detect_timeout;
   return detector;
@@ -37,9 +41,10 @@ Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
       retry_policy_(options_.retry),
       auth_headers_(options_.api_key.AuthorizationHeaders()),
       pool_(options_.base_urls, InitialLimit(options_), options_.pool),
-      detector_(DetectorOptions(options_), http) {
+      detector_(DetectorOptions(options_, pool_), http) {
   {
     absl::MutexLock lock(&mu_);
+    detect_interval_ = options_.outage.first_probe;
     ReportLimit();
     if (!NeedsDetection()) {
       traits_known_ = true;
@@ -47,22 +52,25 @@ Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
       return;
     }
   }
-  detector_.Start(OnDetected());
+  StartDetection();
 }
 
 Backend::~Backend() {
   absl::flat_hash_map<uint64_t, TimerService::TimerId> timers;
   TimerService::TimerId probe_timer;
+  TimerService::TimerId detect_timer;
   {
     absl::MutexLock lock(&mu_);
     // A call left here would never complete: fail loudly in debug builds.
     assert(calls_.empty());
     timers.swap(cooldown_timers_);
     probe_timer = std::exchange(probe_timer_, 0);
+    detect_timer = std::exchange(detect_timer_, 0);
   }
   // Outside mu_: CancelTimer waits for a running callback, which takes it.
   for (const auto& [key, timer] : timers) http_.CancelTimer(timer);
   if (probe_timer != 0) http_.CancelTimer(probe_timer);
+  if (detect_timer != 0) http_.CancelTimer(detect_timer);
 }
 
 std::vector<std::string> Backend::models() const {
@@ -80,12 +88,20 @@ bool Backend::NeedsDetection() const {
          options_.in_flight_mode == InFlightMode::kAuto;
 }
 
+void Backend::StartDetection() { detector_.Start(OnDetected()); }
+
 ServerDetector::Done Backend::OnDetected() {
   return [this](const ServerTraits& traits) {
     Completions completions;
     {
       absl::MutexLock lock(&mu_);
-      ApplyTraits(traits);
+      if (traits.kind == ServerKind::kUnknown) {
+        OnDetectionFailed(traits.error);
+      } else {
+        ApplyTraits(traits);
+        EndOutage();
+        detect_interval_ = options_.outage.first_probe;
+      }
       Dispatch(completions);
     }
     RunCompletions(completions);
@@ -95,11 +111,10 @@ ServerDetector::Done Backend::OnDetected() {
 void Backend::ApplyTraits(const ServerTraits& traits) {
   traits_known_ = true;
   server_kind_ = traits.kind;
-  if (traits.kind != ServerKind::kUnknown) models_ = traits.models;
-  if (traits.kind == ServerKind::kUnknown) {
-    Log(LogLevel::kWarning,
-        "backend detection failed; using defaults (no batching) until it "
-        "succeeds",
+  models_ = traits.models;
+  one_choice_per_request_ = traits.one_choice_per_request;
+  if (!traits.error.empty()) {
+    Log(LogLevel::kWarning, "backend detection incomplete",
         {{"backend", options_.name},
          {"error", options_.api_key.Redact(traits.error)}});
   }
@@ -110,17 +125,85 @@ void Backend::ApplyTraits(const ServerTraits& traits) {
     pool_.SetFixedLimit(traits.total_slots.value_or(options_.max_in_flight));
     ReportLimit();
   }
-  if (traits.kind != ServerKind::kUnknown) {
-    Log(LogLevel::kInfo, "backend detected",
-        {{"backend", options_.name},
-         {"server", std::string(ServerKindName(traits.kind))},
-         {"batching", BatchingName(batching_)},
-         {"max_in_flight_per_endpoint", pool_.first_limit().limit()},
-         {"adaptive", pool_.first_limit().adaptive()}});
-  }
+  Log(LogLevel::kInfo, "backend detected",
+      {{"backend", options_.name},
+       {"server", std::string(ServerKindName(traits.kind))},
+       {"batching", BatchingName(batching_)},
+       {"one_choice_per_request", one_choice_per_request_},
+       {"models", static_cast<int64_t>(models_.size())},
+       {"max_in_flight_per_endpoint", pool_.first_limit().limit()},
+       {"adaptive", pool_.first_limit().adaptive()}});
 }
 
-std::optional<bool> Backend::WaitForBatchingDecision(CancellationToken& token) {
+void Backend::OnDetectionFailed(const std::string& error) {
+  detect_error_ = options_.api_key.Redact(error);
+  const absl::Time now = absl::Now();
+  if (options_.outage.limit == absl::ZeroDuration()) {
+    // No waiting (--backend_outage_limit=0): calls go out under the defaults
+    // until detection answers.
+    if (!traits_known_) {
+      traits_known_ = true;
+      batching_ = options_.batching == BatchingMode::kOn;
+      Log(LogLevel::kWarning,
+          "backend detection failed; using defaults (no batching) until it "
+          "answers",
+          {{"backend", options_.name}, {"error", detect_error_}});
+    }
+  } else if (down_since_ == absl::InfiniteFuture()) {
+    traits_known_ = false;
+    down_since_ = now;
+    metrics_.Up(false);
+    Log(LogLevel::kWarning, "backend down",
+        {{"backend", options_.name},
+         {"detection", detect_error_},
+         {"waiting_calls", static_cast<int64_t>(calls_.size())},
+         {"outage_limit_s", absl::ToDoubleSeconds(options_.outage.limit)}});
+  } else {
+    traits_known_ = false;
+    Log(LogLevel::kInfo, "backend still down",
+        {{"backend", options_.name},
+         {"detection", detect_error_},
+         {"down_s", absl::ToDoubleSeconds(now - down_since_)},
+         {"next_detection_s", absl::ToDoubleSeconds(detect_interval_)}});
+  }
+  ScheduleDetection(now + detect_interval_);
+  detect_interval_ =
+      std::min(detect_interval_ * 2, options_.outage.max_probe_interval);
+}
+
+void Backend::ScheduleDetection(absl::Time at) {
+  if (!traits_known_ && down_since_ != absl::InfiniteFuture()) {
+    // Also wake at the outage limit, when the waiting calls fail.
+    at = std::min(at, down_since_ + options_.outage.limit);
+  }
+  if (detect_timer_ != 0) return;  // one at a time, as ScheduleProbe
+  // The id is recorded before the callback can take mu_.
+  detect_timer_ =
+      http_.RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
+                     [this] { OnDetectionTimer(); });
+}
+
+void Backend::OnDetectionTimer() {
+  Completions completions;
+  bool ask;
+  {
+    absl::MutexLock lock(&mu_);
+    detect_timer_ = 0;
+    Dispatch(completions);
+    ask = !traits_known_ || server_kind_ == ServerKind::kUnknown;
+  }
+  RunCompletions(completions);
+  if (ask) StartDetection();
+}
+
+bool Backend::UndetectedPastLimit(absl::Time now) const {
+  return !traits_known_ && options_.outage.limit > absl::ZeroDuration() &&
+         down_since_ != absl::InfiniteFuture() &&
+         now - down_since_ >= options_.outage.limit;
+}
+
+absl::StatusOr<bool> Backend::WaitForBatchingDecision(
+    CancellationToken& token) {
   bool cancelled = false;
   // Declared before the lock: its destructor may wait for the callback,
   // which takes mu_.
@@ -129,19 +212,21 @@ std::optional<bool> Backend::WaitForBatchingDecision(CancellationToken& token) {
     cancelled = true;
   });
   absl::MutexLock lock(&mu_);
+  // The detection timer takes mu_ at the outage limit, so the condition is
+  // looked at again then.
   auto decided = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return traits_known_ || cancelled;
+    return traits_known_ || cancelled || UndetectedPastLimit(absl::Now());
   };
   mu_.Await(absl::Condition(&decided));
-  if (!traits_known_) return std::nullopt;
-  return batching_;
+  if (traits_known_) return batching_;
+  if (cancelled) return absl::CancelledError("cancelled");
+  return OutageError();
 }
 
 Backend::CallId Backend::Post(absl::string_view path, std::string json_body,
-                              Done done) {
+                              Done done, int samples) {
   Completions completions;
   CallId id;
-  bool server_unknown;
   {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
@@ -149,13 +234,12 @@ Backend::CallId Backend::Post(absl::string_view path, std::string json_body,
     call.path = std::string(path);
     call.body = std::move(json_body);
     call.done = std::move(done);
+    call.samples = samples;
     calls_.emplace(id, std::move(call));
     queued_.push_back(id);
-    server_unknown = traits_known_ && server_kind_ == ServerKind::kUnknown;
     Dispatch(completions);
   }
   RunCompletions(completions);
-  if (server_unknown && NeedsDetection()) detector_.RetryIfDue(OnDetected());
   return id;
 }
 
@@ -188,19 +272,48 @@ void Backend::Cancel(CallId id) {
 }
 
 void Backend::Dispatch(Completions& out) {
-  if (!traits_known_) return;  // the first detection is still running
+  const absl::Time now = absl::Now();
+  if (!traits_known_) {
+    // Nothing goes out before the server has said what it is; past the
+    // outage limit, the waiting calls fail.
+    if (UndetectedPastLimit(now)) {
+      const absl::Status error = OutageError();
+      while (!queued_.empty()) {
+        const CallId id = queued_.front();
+        queued_.pop_front();
+        Finish(id, {error, "", calls_.at(id).attempts}, out);
+      }
+    }
+    return;
+  }
   if (down_since_ != absl::InfiniteFuture()) {
     DispatchWhileDown(out);
     return;
   }
-  const absl::Time now = absl::Now();
   while (!queued_.empty()) {
     const CallId id = queued_.front();
+    if (RefuseSamples(id, out)) continue;
     const int endpoint = pool_.Acquire(calls_.at(id).last_failed_endpoint, now);
     if (endpoint == EndpointPool::kNoneFree) return;
     queued_.pop_front();
     Send(id, endpoint);
   }
+}
+
+bool Backend::RefuseSamples(CallId id, Completions& out) {
+  Call& call = calls_.at(id);
+  if (!one_choice_per_request_ || call.samples <= 1) return false;
+  queued_.erase(std::find(queued_.begin(), queued_.end(), id));
+  BackendReply reply;
+  reply.status = absl::FailedPreconditionError(
+      absl::StrCat("backend \"", options_.name,
+                   "\" takes one choice per request; send one request per "
+                   "sample"));
+  reply.body = std::move(call.body);
+  reply.attempts = call.attempts;
+  reply.one_choice_per_request = true;
+  Finish(id, std::move(reply), out);
+  return true;
 }
 
 void Backend::Send(CallId id, int endpoint) {
@@ -213,6 +326,9 @@ void Backend::Send(CallId id, int endpoint) {
   request.url = absl::StrCat(pool_.base_url(endpoint), call.path);
   request.json_body = call.body;
   request.headers = auth_headers_;
+  // No more connections than requests the endpoint may serve: llama.cpp
+  // holds an HTTP thread for each open connection.
+  request.max_connections = pool_.limit(endpoint);
   // The id is recorded before the callback can take mu_.
   call.request =
       http_.Start(std::move(request), [this, id](HttpResponse response) {
@@ -224,6 +340,7 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
   metrics_.Request(RetryPolicy::OutcomeLabel(response), response.elapsed);
   response.transport = options_.api_key.Redact(response.transport);
   Completions completions;
+  bool redetect = false;
   {
     absl::MutexLock lock(&mu_);
     Call& call = calls_.at(id);
@@ -237,7 +354,12 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     const bool was_probe = id == probe_;
     if (was_probe) probe_ = 0;
     const bool outage_sign = EndpointPool::IsOutageSign(response);
-    if (!outage_sign && !call.cancelled) EndOutage();
+    if (!outage_sign && !call.cancelled && EndOutage() && NeedsDetection()) {
+      // Back up: the server may have been restarted as something else (other
+      // slots, another model). Calls posted meanwhile wait for the answer.
+      traits_known_ = false;
+      redetect = true;
+    }
     if (call.cancelled) {
       Finish(id, {absl::CancelledError("request cancelled"), "", call.attempts},
              completions);
@@ -245,6 +367,21 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
                response.http_code < 300) {
       Finish(id, {absl::OkStatus(), std::move(response.body), call.attempts},
              completions);
+    } else if (call.samples > 1 && response.transport.ok() &&
+               IsChoiceCountRefusal(response.http_code, response.body)) {
+      if (!one_choice_per_request_) {
+        one_choice_per_request_ = true;
+        Log(LogLevel::kInfo,
+            "backend takes one choice per request; samples go as one "
+            "request each",
+            {{"backend", options_.name}, {"http_code", response.http_code}});
+      }
+      BackendReply reply;
+      reply.status = StatusFromHttpError(response.http_code, response.body);
+      reply.body = std::move(call.body);
+      reply.attempts = call.attempts;
+      reply.one_choice_per_request = true;
+      Finish(id, std::move(reply), completions);
     } else if (outage_sign &&
                WaitOutOutage(id, response, was_probe, completions)) {
       // Queued again, its attempt not counted.
@@ -255,6 +392,7 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     Dispatch(completions);  // a slot is free
   }
   RunCompletions(completions);
+  if (redetect) StartDetection();
 }
 
 void Backend::OnEndpointChange(int endpoint, EndpointPool::Change change) {
@@ -394,13 +532,14 @@ bool Backend::WaitOutOutage(CallId id, const HttpResponse& response,
   return true;
 }
 
-void Backend::EndOutage() {
-  if (down_since_ == absl::InfiniteFuture()) return;
+bool Backend::EndOutage() {
+  if (down_since_ == absl::InfiniteFuture()) return false;
   Log(LogLevel::kInfo, "backend up",
       {{"backend", options_.name},
        {"down_s", absl::ToDoubleSeconds(absl::Now() - down_since_)}});
   down_since_ = absl::InfiniteFuture();
   metrics_.Up(true);
+  return true;
 }
 
 void Backend::DispatchWhileDown(Completions& out) {
@@ -414,6 +553,8 @@ void Backend::DispatchWhileDown(Completions& out) {
       queued_.pop_back();
       Finish(id, {error, "", calls_.at(id).attempts}, out);
     }
+  }
+  while (!queued_.empty() && RefuseSamples(queued_.front(), out)) {
   }
   if (probe_ != 0 || queued_.empty()) return;
   if (now < next_probe_) {
@@ -449,13 +590,16 @@ void Backend::OnProbeTimer() {
 }
 
 absl::Status Backend::OutageError() const {
-  return absl::UnavailableError(
-      absl::StrCat("backend \"", options_.name, "\" has been down for ",
-                   absl::FormatDuration(absl::Trunc(absl::Now() - down_since_,
-                                                    absl::Milliseconds(100))),
-                   ", past --backend_outage_limit (",
-                   absl::FormatDuration(options_.outage.limit),
-                   "): ", pool_.FailureSummary()));
+  return absl::UnavailableError(absl::StrCat(
+      "backend \"", options_.name, "\" has been down for ",
+      absl::FormatDuration(
+          absl::Trunc(absl::Now() - down_since_, absl::Milliseconds(100))),
+      ", past --backend_outage_limit (",
+      absl::FormatDuration(options_.outage.limit), "): ",
+      traits_known_ ? pool_.FailureSummary()
+                    : absl::StrCat("no endpoint answered detection (GET "
+                                   "/v1/models): ",
+                                   detect_error_)));
 }
 
 }  // namespace sdg

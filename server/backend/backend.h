@@ -4,7 +4,14 @@
 // and what the server can do is asked of it (ServerDetector), never guessed.
 // Post and Cancel never block; a call completes through its callback.
 // WaitForBatchingDecision is the one call that blocks, a worker, until the
-// first detection has ended.
+// server's kind is known.
+//
+// Detection: until the server has said what it is, calls wait in the queue
+// and nothing is sent, so a server that starts after sdgd (Kubernetes,
+// compose) is never sent more than its slots. A detection that finds no
+// server ready (no answer, or llama.cpp's 503 while it loads its model) is
+// an outage, asked again after 0.25 s, doubling to 5 s. Detection runs again
+// each time the backend comes back up, holding the calls posted meanwhile.
 //
 // Outages: when every endpoint has failed `outage.failures` attempts in a
 // row with a sign of a server that is not there (connection refused or
@@ -13,6 +20,12 @@
 // probes it, with a backoff; the first answer from a live server brings it
 // back up. Only after `outage.limit` do the waiting calls fail (UNAVAILABLE,
 // naming the endpoints and their last errors).
+//
+// Samples: a server that takes one choice per request (llama.cpp, or one
+// that has answered "Only one completion choice is allowed") gets no call
+// for more than one sample: such a call completes at once with
+// `one_choice_per_request` set and its body returned, for the caller to
+// send as one request per sample (sample_fanout.h).
 #ifndef SDG_SERVER_BACKEND_BACKEND_H_
 #define SDG_SERVER_BACKEND_BACKEND_H_
 
@@ -77,6 +90,10 @@ struct BackendReply {
   absl::Status status;
   std::string body;
   int attempts = 0;
+  // The server takes one choice per request and the call asked for more:
+  // nothing was generated, `status` says so and `body` is the request's
+  // body, to be sent again as one request per sample.
+  bool one_choice_per_request = false;
 };
 
 class Backend {
@@ -97,13 +114,15 @@ class Backend {
   const std::string& name() const { return options_.name; }
 
   // Whether to send a shard's prompts as one request. Blocks the calling
-  // worker until the first detection has ended; nullopt if `token` fires
-  // first.
-  std::optional<bool> WaitForBatchingDecision(CancellationToken& token);
+  // worker until the server's kind is known; the token's reason if it
+  // fires first, UNAVAILABLE once the backend has not answered detection
+  // for longer than outage.limit.
+  absl::StatusOr<bool> WaitForBatchingDecision(CancellationToken& token);
 
   // POSTs `json_body` to an endpoint's base URL + `path`; retries what is
-  // worth retrying.
-  CallId Post(absl::string_view path, std::string json_body, Done done);
+  // worth retrying. `samples` is the body's n (choices per prompt).
+  CallId Post(absl::string_view path, std::string json_body, Done done,
+              int samples = 1);
   // The call completes with CANCELLED unless it already completed.
   void Cancel(CallId id);
 
@@ -122,6 +141,7 @@ class Backend {
     TimerService::TimerId backoff = 0;       // the backoff timer, if waiting
     int endpoint = EndpointPool::kNoneFree;  // of the attempt in flight
     int last_failed_endpoint = EndpointPool::kNoneFree;
+    int samples = 1;
     bool cancelled = false;
   };
   // Callbacks collected under mu_ and run after it is released.
@@ -129,8 +149,23 @@ class Backend {
 
   // Batching or the in-flight limit is kAuto.
   bool NeedsDetection() const;
+  // Asks the server what it is (nothing happens while a detection runs).
+  void StartDetection() ABSL_LOCKS_EXCLUDED(mu_);
   ServerDetector::Done OnDetected();
   void ApplyTraits(const ServerTraits& traits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No endpoint gave an answer: the backend is down until one does, and
+  // detection is asked again after a backoff.
+  void OnDetectionFailed(const std::string& error)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleDetection(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDetectionTimer();
+  // Whether the calls waiting for detection have waited past outage.limit.
+  bool UndetectedPastLimit(absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes a call for several samples at once when the server takes one
+  // choice per request; true if it did.
+  bool RefuseSamples(CallId id, Completions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Sends queued calls while an endpoint has room.
@@ -153,8 +188,8 @@ class Backend {
   // attempt, or failed because the outage passed its limit.
   bool WaitOutOutage(CallId id, const HttpResponse& response, bool was_probe,
                      Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The backend answered: it is up.
-  void EndOutage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The backend answered: it is up. True if it was down.
+  bool EndOutage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // While down, in place of the usual dispatch: fails the queued calls
   // once the outage passed its limit, and sends one probe when it is due.
   void DispatchWhileDown(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -180,11 +215,17 @@ class Backend {
   absl::flat_hash_map<uint64_t, TimerService::TimerId> cooldown_timers_
       ABSL_GUARDED_BY(mu_);
   uint64_t next_cooldown_ ABSL_GUARDED_BY(mu_) = 0;
-  // Calls wait until the first detection has ended.
+  // Calls wait while this is false: detection has not answered yet, or is
+  // asked again after an outage.
   bool traits_known_ ABSL_GUARDED_BY(mu_) = false;
   bool batching_ ABSL_GUARDED_BY(mu_) = false;
+  bool one_choice_per_request_ ABSL_GUARDED_BY(mu_) = false;
   ServerKind server_kind_ ABSL_GUARDED_BY(mu_) = ServerKind::kUnknown;
   std::vector<std::string> models_ ABSL_GUARDED_BY(mu_);
+  // Detection asked again: its backoff, its timer, the last failure's text.
+  absl::Duration detect_interval_ ABSL_GUARDED_BY(mu_);
+  TimerService::TimerId detect_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string detect_error_ ABSL_GUARDED_BY(mu_);
   // Outages: InfiniteFuture while up.
   absl::Time down_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Time next_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

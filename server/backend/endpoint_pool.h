@@ -65,6 +65,8 @@ class EndpointPool {
   const ConcurrencyLimit& first_limit() const {
     return endpoints_.front().limit;
   }
+  // The attempts `endpoint` may have in flight now.
+  int limit(int endpoint) const { return endpoints_[endpoint].limit.limit(); }
 
   // More than one endpoint, each of which failed its last attempt.
   bool EveryEndpointFailing() const;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "sdg/v1/block_defaults.h"
 
@@ -284,6 +285,11 @@ absl::Status StatusFromHttpError(long http_code, absl::string_view body) {
   return absl::Status(CodeForHttpStatus(http_code),
                       absl::StrCat("backend returned HTTP ", http_code,
                                    detail.empty() ? "" : ": ", detail));
+}
+
+bool IsChoiceCountRefusal(long http_code, absl::string_view body) {
+  return http_code >= 400 &&
+         absl::StrContains(body, "Only one completion choice is allowed");
 }
 
 }  // namespace sdg

@@ -59,6 +59,11 @@ absl::StatusOr<Completion> ParseChatReply(absl::string_view body,
 // (OpenAI's {"error":{"message":...}}, or a plain {"message":...}).
 absl::Status StatusFromHttpError(long http_code, absl::string_view body);
 
+// Whether a non-2xx reply says the server takes one choice per request:
+// llama.cpp refuses any n other than 1 with HTTP 500 and these words, for
+// completions and chat alike.
+bool IsChoiceCountRefusal(long http_code, absl::string_view body);
+
 }  // namespace sdg
 
 #endif  // SDG_SERVER_BACKEND_OPENAI_PROTOCOL_H_

@@ -13,6 +13,25 @@ bool IsHttpReply(const HttpResponse& response, long code) {
   return response.transport.ok() && response.http_code == code;
 }
 
+// 502, 503 or 504: no server ready behind the URL yet.
+bool IsNotReady(const HttpResponse& response) {
+  return response.transport.ok() &&
+         (response.http_code == 502 || response.http_code == 503 ||
+          response.http_code == 504);
+}
+
+// The server's own message from an OpenAI-style error body, else the body's
+// first bytes.
+std::string ErrorMessage(const HttpResponse& response) {
+  nlohmann::json json = nlohmann::json::parse(response.body, nullptr, false);
+  if (json.is_object() && json.contains("error") && json["error"].is_object() &&
+      json["error"].contains("message") &&
+      json["error"]["message"].is_string()) {
+    return json["error"]["message"].get<std::string>();
+  }
+  return response.body.substr(0, 200);
+}
+
 // The server's root, where llama.cpp serves /props: the base URL without /v1.
 std::string ServerRoot(absl::string_view base_url) {
   absl::string_view root = base_url;
@@ -39,36 +58,33 @@ absl::string_view ServerKindName(ServerKind kind) {
 ServerTraits DetectServer(const HttpResponse& models,
                           const HttpResponse& props) {
   ServerTraits traits;
-  if (IsHttpReply(props, 200)) {
-    nlohmann::json json = nlohmann::json::parse(props.body, nullptr, false);
-    if (json.is_object() && json.contains("total_slots") &&
-        json["total_slots"].is_number_integer() &&
-        json["total_slots"].get<int>() > 0) {
-      traits.kind = ServerKind::kLlamaCpp;
-      traits.total_slots = json["total_slots"].get<int>();
-      return traits;
-    }
+  if (IsNotReady(models)) {
+    // llama.cpp answers 503 ("Loading model") to everything while it loads;
+    // a proxy in front of a server that is not there answers 502 or 504.
+    traits.error = absl::StrCat("HTTP ", models.http_code,
+                                " from /v1/models: ", ErrorMessage(models),
+                                " (the server is not ready)");
+    return traits;
   }
   if (IsHttpReply(models, 200)) {
     traits.kind = ServerKind::kOpenAiCompatible;
     nlohmann::json json = nlohmann::json::parse(models.body, nullptr, false);
     if (json.is_object() && json.contains("data") && json["data"].is_array()) {
       for (const nlohmann::json& model : json["data"]) {
-        if (model.is_object() && model.contains("id") &&
-            model["id"].is_string()) {
+        if (!model.is_object()) continue;
+        if (model.contains("id") && model["id"].is_string()) {
           traits.models.push_back(model["id"].get<std::string>());
         }
-        if (model.is_object() && model.value("owned_by", "") == "vllm") {
-          traits.kind = ServerKind::kVllm;
-          traits.accepts_prompt_lists = true;
-        }
+        const std::string owned_by = model.value("owned_by", "");
+        if (owned_by == "vllm") traits.kind = ServerKind::kVllm;
+        if (owned_by == "llamacpp") traits.kind = ServerKind::kLlamaCpp;
       }
     }
-    return traits;
-  }
-  if (IsHttpReply(models, 401) || IsHttpReply(models, 403)) {
-    // A wrong API key: the server is there but will not say what it is.
-    // Detection is asked again later (RetryIfDue), as for a server down.
+  } else if (IsHttpReply(models, 401) || IsHttpReply(models, 403)) {
+    // A wrong API key: the server is there but will not say what it is. Its
+    // calls go out and fail with the server's own words; sdgd says why at
+    // start.
+    traits.kind = ServerKind::kOpenAiCompatible;
     traits.error =
         absl::StrCat("HTTP ", models.http_code,
                      " from /v1/models: the server refused the API key (see "
@@ -78,7 +94,19 @@ ServerTraits DetectServer(const HttpResponse& models,
         ServerKind::kOpenAiCompatible;  // it answered, if not usefully
   } else {
     traits.error = std::string(models.transport.message());
+    return traits;
   }
+  if (IsHttpReply(props, 200)) {
+    nlohmann::json json = nlohmann::json::parse(props.body, nullptr, false);
+    if (json.is_object() && json.contains("total_slots") &&
+        json["total_slots"].is_number_integer() &&
+        json["total_slots"].get<int>() > 0) {
+      traits.kind = ServerKind::kLlamaCpp;
+      traits.total_slots = json["total_slots"].get<int>();
+    }
+  }
+  traits.accepts_prompt_lists = traits.kind == ServerKind::kVllm;
+  traits.one_choice_per_request = traits.kind == ServerKind::kLlamaCpp;
   return traits;
 }
 
@@ -88,7 +116,7 @@ ServerDetector::ServerDetector(Options options, HttpClient& http)
 ServerDetector::~ServerDetector() {
   absl::MutexLock lock(&mu_);
   destroying_ = true;
-  for (HttpClient::RequestId id : requests_) http_.Cancel(id);
+  if (request_ != 0) http_.Cancel(request_);
   auto returned = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return outstanding_ == 0;
   };
@@ -100,38 +128,23 @@ void ServerDetector::Start(Done done) {
   if (running_ || destroying_ || options_.base_urls.empty()) return;
   running_ = true;
   done_ = std::move(done);
-  AskEndpointLocked(0);
+  errors_.clear();
+  AskLocked(0, /*is_models=*/true);
 }
 
-void ServerDetector::RetryIfDue(Done done) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!last_failure_.has_value() ||
-        absl::Now() - *last_failure_ < options_.retry_interval) {
-      return;
-    }
-  }
-  Start(std::move(done));
-}
-
-void ServerDetector::AskEndpointLocked(int endpoint) {
-  models_.reset();
-  props_.reset();
-  requests_.clear();
+void ServerDetector::AskLocked(int endpoint, bool is_models) {
   const std::string& base = options_.base_urls[endpoint];
-  for (bool is_models : {true, false}) {
-    HttpRequest request;
-    request.url = is_models ? absl::StrCat(base, "/models")
-                            : absl::StrCat(ServerRoot(base), "/props");
-    request.timeout = options_.timeout;
-    request.headers = options_.headers;
-    ++outstanding_;
-    // The id is recorded before the callback can take mu_.
-    requests_.push_back(http_.Start(
-        std::move(request), [this, endpoint, is_models](HttpResponse response) {
-          OnReply(endpoint, is_models, std::move(response));
-        }));
-  }
+  HttpRequest request;
+  request.url = is_models ? absl::StrCat(base, "/models")
+                          : absl::StrCat(ServerRoot(base), "/props");
+  request.timeout = options_.timeout;
+  request.headers = options_.headers;
+  ++outstanding_;
+  // The id is recorded before the callback can take mu_.
+  request_ = http_.Start(std::move(request),
+                         [this, endpoint, is_models](HttpResponse response) {
+                           OnReply(endpoint, is_models, std::move(response));
+                         });
 }
 
 void ServerDetector::OnReply(int endpoint, bool is_models,
@@ -140,18 +153,35 @@ void ServerDetector::OnReply(int endpoint, bool is_models,
   ServerTraits traits;
   {
     absl::MutexLock lock(&mu_);
-    (is_models ? models_ : props_) = std::move(response);
-    if (!destroying_ && models_.has_value() && props_.has_value()) {
-      traits = DetectServer(*models_, *props_);
+    request_ = 0;
+    if (destroying_) {
+      // The destructor waits for this callback; nothing more is asked.
+    } else if (is_models && response.transport.ok() && !IsNotReady(response)) {
+      // /props next, on the connection /v1/models used: a server with few
+      // HTTP threads is never asked on two connections at once.
+      models_ = std::move(response);
+      AskLocked(endpoint, /*is_models=*/false);
+    } else {
+      // An endpoint that is not there, or not ready, is not asked for
+      // /props.
+      traits = is_models ? DetectServer(response, response)
+                         : DetectServer(*models_, response);
+      models_.reset();
+      if (traits.kind == ServerKind::kUnknown) {
+        const std::string& url =
+            endpoint < static_cast<int>(options_.display_urls.size())
+                ? options_.display_urls[endpoint]
+                : options_.base_urls[endpoint];
+        absl::StrAppend(&errors_, errors_.empty() ? "" : "; ", url, " (",
+                        traits.error, ")");
+        traits.error = errors_;
+      }
       const bool more =
           endpoint + 1 < static_cast<int>(options_.base_urls.size());
       if (traits.kind == ServerKind::kUnknown && more) {
-        AskEndpointLocked(endpoint + 1);
+        AskLocked(endpoint + 1, /*is_models=*/true);
       } else {
         running_ = false;
-        last_failure_ = traits.kind == ServerKind::kUnknown
-                            ? std::optional<absl::Time>(absl::Now())
-                            : std::nullopt;
         done = std::move(done_);
       }
     }

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -86,6 +87,18 @@ std::string WithoutConnectTime(std::string detail) {
     }
   }
   return detail;
+}
+
+curl_socket_t OnOpenSocket(void* origin, curlsocktype, curl_sockaddr* address) {
+  curl_socket_t socket_fd = socket(
+      address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+  if (socket_fd != CURL_SOCKET_BAD) ++*static_cast<int*>(origin);
+  return socket_fd;
+}
+
+int OnCloseSocket(void* origin, curl_socket_t socket_fd) {
+  --*static_cast<int*>(origin);
+  return close(socket_fd);
 }
 
 absl::Status TransportStatus(CURLcode code, const char* error_buffer) {
@@ -241,6 +254,17 @@ bool HttpClient::AwaitCancelTimerWaitingForTesting(absl::Duration bound) {
   return mu_.AwaitWithTimeout(absl::Condition(&waiting), bound);
 }
 
+HttpClient::Origin& HttpClient::OriginOf(absl::string_view url) {
+  // "scheme://host:port" ends at the first '/' after "://".
+  const size_t scheme_end = url.find("://");
+  const size_t path =
+      url.find('/', scheme_end == absl::string_view::npos ? 0 : scheme_end + 3);
+  std::unique_ptr<Origin>& origin = origins_[std::string(
+      url.substr(0, path == absl::string_view::npos ? url.size() : path))];
+  if (origin == nullptr) origin = std::make_unique<Origin>();
+  return *origin;
+}
+
 void HttpClient::StartTransfer(Submitted submitted) {
   CURL* handle = nullptr;
   if (idle_handles_.empty()) {
@@ -288,6 +312,16 @@ void HttpClient::StartTransfer(Submitted submitted) {
   set(CURLOPT_PRIVATE, transfer.get());
   set(CURLOPT_ERRORBUFFER, transfer->error);
   set(CURLOPT_TCP_NODELAY, 1L);
+  Origin& origin = OriginOf(request.url);
+  set(CURLOPT_OPENSOCKETFUNCTION, &OnOpenSocket);
+  set(CURLOPT_OPENSOCKETDATA, &origin.connections);
+  set(CURLOPT_CLOSESOCKETFUNCTION, &OnCloseSocket);
+  set(CURLOPT_CLOSESOCKETDATA, &origin.connections);
+  set(CURLOPT_FORBID_REUSE,
+      request.max_connections.has_value() &&
+              origin.connections > *request.max_connections
+          ? 1L
+          : 0L);
   if (request.json_body.has_value()) {
     set(CURLOPT_POST, 1L);
     set(CURLOPT_POSTFIELDS, request.json_body->data());

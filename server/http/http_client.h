@@ -37,6 +37,12 @@ struct HttpRequest {
   std::vector<std::string> headers;
   // Replaces Options::request_timeout for this request when set.
   std::optional<absl::Duration> timeout;
+  // At most this many connections kept open to the URL's scheme, host and
+  // port: while more are open (a cap that was lowered), this request's
+  // connection is closed after it instead of going back to the pool. New
+  // connections are opened only when every open one is busy, so a caller
+  // that keeps at most N requests in flight opens at most N.
+  std::optional<int> max_connections;
 };
 
 struct HttpResponse {
@@ -87,6 +93,12 @@ class HttpClient final : public TimerService {
 
  private:
   struct Transfer;
+  // The sockets libcurl holds open to one scheme://host:port, counted by
+  // its open and close socket callbacks (libcurl gives a connection the
+  // callbacks of the transfer that opened it).
+  struct Origin {
+    int connections = 0;
+  };
   struct Submitted {
     RequestId id;
     HttpRequest request;
@@ -131,6 +143,8 @@ class HttpClient final : public TimerService {
   void AbortTransfer(RequestId id, absl::string_view why);
   void AbortEverythingLeft();
   int PollTimeoutMs(absl::Time next_timer) const;
+  // The origin of `url` (scheme://host:port), made on first use.
+  Origin& OriginOf(absl::string_view url);
 
   const Options options_;
   CURLM* const multi_;
@@ -153,6 +167,8 @@ class HttpClient final : public TimerService {
   // Owned by the loop thread alone.
   absl::flat_hash_map<RequestId, std::unique_ptr<Transfer>> transfers_;
   absl::Time curl_deadline_ = absl::InfiniteFuture();  // from OnTimer
+  // Never erased: libcurl's connections point at them until they close.
+  absl::flat_hash_map<std::string, std::unique_ptr<Origin>> origins_;
   static constexpr size_t kMaxIdleHandles = 1024;
   std::vector<CURL*> idle_handles_;  // easy handles to reuse
 

@@ -11,14 +11,39 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "server/backend/openai_protocol.h"
+#include "server/backend/sample_fanout.h"
 
 namespace sdg {
 namespace {
 
+// The n replies of one request sent as one request per sample: merged, in
+// sample order, once the last has come.
+class SampleReplies {
+ public:
+  explicit SampleReplies(int samples)
+      : replies_(samples), remaining_(samples) {}
+
+  // The merged reply once `reply` is the last of them.
+  std::optional<BackendReply> Add(int sample, BackendReply reply) {
+    absl::MutexLock lock(&mu_);
+    replies_[sample] = std::move(reply);
+    if (--remaining_ > 0) return std::nullopt;
+    return MergeSamples(std::move(replies_));
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<BackendReply> replies_ ABSL_GUARDED_BY(mu_);
+  int remaining_ ABSL_GUARDED_BY(mu_);
+};
+
 // A shard's requests in flight, for the blocking and the non-blocking path
 // alike: their replies as they come (on the HTTP loop's thread), aborted at
-// once if the job's token is cancelled. `on_all` runs once, on the thread
-// of the last reply, or on Send's if every reply came before it returned.
+// once if the job's token is cancelled. A request the backend hands back as
+// one to send one sample at a time goes out again as one request per sample
+// (sample_fanout.h), and their merged reply takes its place. `on_all` runs
+// once, on the thread of the last reply, or on Send's if every reply came
+// before it returned.
 class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
  public:
   RequestBatch(size_t count, absl::AnyInvocable<void() &&> on_all)
@@ -26,19 +51,22 @@ class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
         remaining_(count + 1),  // each reply, and the end of Send
         on_all_(std::move(on_all)) {}
 
+  // `samples`: the n of every body.
   void Send(Backend& backend, absl::string_view path,
-            std::vector<std::string> bodies, CancellationToken& token) {
-    calls_.reserve(bodies.size());
+            std::vector<std::string> bodies, int samples,
+            CancellationToken& token) {
+    backend_ = &backend;
+    path_ = path;
+    samples_ = samples;
     for (size_t i = 0; i < bodies.size(); ++i) {
-      calls_.push_back(
-          backend.Post(path, std::move(bodies[i]),
-                       [self = shared_from_this(), i](BackendReply reply) {
-                         self->Arrive(i, std::move(reply));
-                       }));
+      Record(backend.Post(
+          path, std::move(bodies[i]),
+          [self = shared_from_this(), i](BackendReply reply) {
+            self->OnReply(i, std::move(reply));
+          },
+          samples));
     }
-    on_cancel_ = token.OnCancel([this, &backend] {
-      for (Backend::CallId call : calls_) backend.Cancel(call);
-    });
+    on_cancel_ = token.OnCancel([this] { CancelAll(); });
     Arrive(std::nullopt, {});
   }
 
@@ -52,6 +80,52 @@ class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
   }
 
  private:
+  void OnReply(size_t index, BackendReply reply) {
+    if (!reply.one_choice_per_request) {
+      Arrive(index, std::move(reply));
+      return;
+    }
+    absl::StatusOr<std::vector<std::string>> bodies =
+        SplitSamples(reply.body, samples_);
+    if (!bodies.ok()) {
+      Arrive(index, BackendReply{bodies.status(), "", reply.attempts});
+      return;
+    }
+    auto samples = std::make_shared<SampleReplies>(samples_);
+    for (int s = 0; s < samples_; ++s) {
+      Record(backend_->Post(
+          path_, std::move((*bodies)[s]),
+          [self = shared_from_this(), samples, index, s](BackendReply reply) {
+            if (std::optional<BackendReply> merged =
+                    samples->Add(s, std::move(reply))) {
+              self->Arrive(index, *std::move(merged));
+            }
+          }));
+    }
+  }
+
+  // A call posted: cancelled at once if the token fired meanwhile.
+  void Record(Backend::CallId call) {
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(call);
+      cancelled = cancelled_;
+    }
+    if (cancelled) backend_->Cancel(call);
+  }
+
+  void CancelAll() {
+    std::vector<Backend::CallId> calls;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      calls = calls_;
+    }
+    // Outside mu_: a cancelled call completes at once, into Arrive.
+    for (Backend::CallId call : calls) backend_->Cancel(call);
+  }
+
   // A reply (or, with no index, the end of Send) has come.
   void Arrive(std::optional<size_t> index, BackendReply reply) {
     {
@@ -64,9 +138,14 @@ class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
     std::move(on_all)();
   }
 
-  std::vector<Backend::CallId> calls_;  // written by Send before on_cancel_
+  // Written by Send before any reply can come.
+  Backend* backend_ = nullptr;
+  absl::string_view path_;
+  int samples_ = 1;
   CancellationToken::Registration on_cancel_;
   absl::Mutex mu_;
+  std::vector<Backend::CallId> calls_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<BackendReply> replies_ ABSL_GUARDED_BY(mu_);
   size_t remaining_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void() &&> on_all_;
@@ -127,7 +206,7 @@ class BackendShardRunner::InFlight
           });
         });
     batch_->Send(backend, requests_.path, std::exchange(requests_.bodies, {}),
-                 token_);
+                 spec_.block.n(), token_);
   }
 
  private:
@@ -342,8 +421,9 @@ absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::Generate(
   absl::StatusOr<Requests> requests =
       BuildRequests(block, std::move(prompts), **backend, token);
   if (!requests.ok()) return requests.status();
-  std::vector<BackendReply> replies = SendAndWait(
-      **backend, requests->path, std::exchange(requests->bodies, {}), token);
+  std::vector<BackendReply> replies =
+      SendAndWait(**backend, requests->path,
+                  std::exchange(requests->bodies, {}), block.n(), token);
   // A stopped job reports its own reason, not its aborted requests'.
   if (token.IsCancelled()) return token.reason();
   return ReadReplies(block, *requests, prompt_count, std::move(replies));
@@ -395,8 +475,9 @@ absl::StatusOr<BackendShardRunner::Requests> BackendShardRunner::BuildRequests(
   Requests requests;
   requests.path = chat ? kChatCompletionsPath : kCompletionsPath;
   if (!chat && prompts.size() > 1) {
-    std::optional<bool> batching = backend.WaitForBatchingDecision(token);
-    if (!batching.has_value()) return token.reason();
+    absl::StatusOr<bool> batching = backend.WaitForBatchingDecision(token);
+    if (token.IsCancelled()) return token.reason();
+    if (!batching.ok()) return batching.status();
     requests.batched = *batching;
   }
   if (requests.batched) {
@@ -413,11 +494,11 @@ absl::StatusOr<BackendShardRunner::Requests> BackendShardRunner::BuildRequests(
 
 std::vector<BackendReply> BackendShardRunner::SendAndWait(
     Backend& backend, absl::string_view path, std::vector<std::string> bodies,
-    CancellationToken& token) const {
+    int samples, CancellationToken& token) const {
   absl::Notification all_replied;
   auto batch = std::make_shared<RequestBatch>(
       bodies.size(), [&all_replied] { all_replied.Notify(); });
-  batch->Send(backend, path, std::move(bodies), token);
+  batch->Send(backend, path, std::move(bodies), samples, token);
   all_replied.WaitForNotification();
   return batch->TakeReplies();
 }

@@ -122,11 +122,13 @@ class BackendShardRunner final : public ShardRunner {
                                          std::vector<std::string> prompts,
                                          Backend& backend,
                                          CancellationToken& token) const;
-  // Sends every request and waits until each has its reply (cancelling
-  // `token` aborts those in flight); replies in request order.
+  // Sends every request (each for `samples` choices per prompt) and waits
+  // until each has its reply (cancelling `token` aborts those in flight);
+  // replies in request order.
   std::vector<BackendReply> SendAndWait(Backend& backend,
                                         absl::string_view path,
                                         std::vector<std::string> bodies,
+                                        int samples,
                                         CancellationToken& token) const;
   // What the replies to `requests` (for `prompt_count` prompts) gave.
   Generations ReadReplies(const v1::Block& block, const Requests& requests,

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "tests/testing/free_port.h"
 #include "tests/testing/http_get.h"
 
 namespace sdg::testing {
@@ -20,7 +21,10 @@ absl::StatusOr<std::unique_ptr<Stack>> Stack::Start(
   llmsim = {LLMSIM_PATH, "--listen=127.0.0.1:0", "--model=m"};
   llmsim.insert(llmsim.end(), options.llmsim_args.begin(),
                 options.llmsim_args.end());
-  if (absl::Status started = stack->StartLlmsim(); !started.ok()) {
+  if (options.llmsim_starts_late) {
+    stack->llmsim_port_ = FreeLoopbackPort();
+    llmsim[1] = absl::StrCat("--listen=127.0.0.1:", stack->llmsim_port_);
+  } else if (absl::Status started = stack->StartLlmsim(); !started.ok()) {
     return started;
   }
 
@@ -56,6 +60,8 @@ absl::Status Stack::StartLlmsim() {
   llmsim_port_ = PortFromLine(*line);
   return absl::OkStatus();
 }
+
+absl::Status Stack::StartLlmsimLate() { return StartLlmsim(); }
 
 absl::Status Stack::RestartLlmsim(std::function<void()> while_stopped) {
   llmsim_->Signal(SIGTERM);

@@ -22,6 +22,9 @@ struct StackOptions {
   std::vector<std::string> llmsim_aliases;
   // sdgd's gRPC port; 0 picks one. RestartSdgd keeps it either way.
   int sdgd_port = 0;
+  // sdgd starts first and llmsim only at StartLlmsimLate (on a port chosen
+  // now): a model server that comes up after sdgd, as on Kubernetes.
+  bool llmsim_starts_late = false;
 };
 
 class Stack {
@@ -49,6 +52,8 @@ class Stack {
   // Stops llmsim (SIGTERM), runs `while_stopped`, and starts it again on the
   // same port: a model server restarted under a running job.
   absl::Status RestartLlmsim(std::function<void()> while_stopped);
+  // With StackOptions::llmsim_starts_late: starts llmsim on its port.
+  absl::Status StartLlmsimLate();
 
   // Runs sdgctl with --server set.
   CommandResult Sdgctl(std::vector<std::string> args) const;

@@ -41,7 +41,41 @@ TEST(DetectServerTest, LlamaCppReportsItsSlots) {
                    Reply(200, R"({"total_slots":4,"model_path":"m.gguf"})"));
   EXPECT_EQ(traits.kind, ServerKind::kLlamaCpp);
   EXPECT_FALSE(traits.accepts_prompt_lists);
+  EXPECT_TRUE(traits.one_choice_per_request);
   EXPECT_EQ(traits.total_slots, 4);
+}
+
+TEST(DetectServerTest, LlamaCppsOneModelIsRecordedAlongWithItsSlots) {
+  ServerTraits traits = DetectServer(
+      Reply(
+          200,
+          R"({"data":[{"id":"/models/granite.gguf","owned_by":"llamacpp"}]})"),
+      Reply(200, R"({"total_slots":2})"));
+  EXPECT_EQ(traits.kind, ServerKind::kLlamaCpp);
+  EXPECT_EQ(traits.models, std::vector<std::string>{"/models/granite.gguf"});
+}
+
+TEST(DetectServerTest, OwnedByLlamaCppIsLlamaCppWithoutProps) {
+  ServerTraits traits =
+      DetectServer(Reply(200, R"({"data":[{"id":"m","owned_by":"llamacpp"}]})"),
+                   Reply(404, ""));
+  EXPECT_EQ(traits.kind, ServerKind::kLlamaCpp);
+  EXPECT_TRUE(traits.one_choice_per_request);
+  EXPECT_FALSE(traits.total_slots.has_value());
+}
+
+TEST(DetectServerTest, AServerStillLoadingItsModelIsNotReady) {
+  const std::string loading =
+      R"({"error":{"code":503,"message":"Loading model","type":"unavailable_error"}})";
+  ServerTraits traits = DetectServer(Reply(503, loading), Reply(503, loading));
+  EXPECT_EQ(traits.kind, ServerKind::kUnknown);
+  EXPECT_EQ(traits.error,
+            "HTTP 503 from /v1/models: Loading model (the server is not "
+            "ready)");
+  for (long code : {502, 504}) {
+    EXPECT_EQ(DetectServer(Reply(code, "bad gateway"), Reply(404, "")).kind,
+              ServerKind::kUnknown);
+  }
 }
 
 TEST(DetectServerTest, OtherServersGetOneRequestPerRow) {
@@ -50,14 +84,18 @@ TEST(DetectServerTest, OtherServersGetOneRequestPerRow) {
                    Reply(404, "not found"));
   EXPECT_EQ(traits.kind, ServerKind::kOpenAiCompatible);
   EXPECT_FALSE(traits.accepts_prompt_lists);
+  EXPECT_FALSE(traits.one_choice_per_request);
+  EXPECT_EQ(traits.models, std::vector<std::string>{"gpt"});
   EXPECT_EQ(DetectServer(Reply(500, "{}"), Reply(404, "")).kind,
             ServerKind::kOpenAiCompatible);
 }
 
-TEST(DetectServerTest, ARefusedApiKeyIsUnknownSayingSoSoItIsAskedAgain) {
+// The server is there: its calls go out and fail with its own words, rather
+// than wait for a detection that a wrong key never passes.
+TEST(DetectServerTest, ARefusedApiKeyIsAnAnswerWithAWarning) {
   for (long code : {401, 403}) {
     ServerTraits traits = DetectServer(Reply(code, "{}"), Reply(404, ""));
-    EXPECT_EQ(traits.kind, ServerKind::kUnknown);
+    EXPECT_EQ(traits.kind, ServerKind::kOpenAiCompatible);
     EXPECT_EQ(traits.error,
               "HTTP " + std::to_string(code) +
                   " from /v1/models: the server refused the API key (see "
@@ -122,32 +160,54 @@ TEST_F(ServerDetectorTest, AsksTheNextEndpointWhenOneDoesNotAnswer) {
   EXPECT_EQ(sim.Stats()["discovery_requests"], 2);  // /v1/models and /props
 }
 
-TEST_F(ServerDetectorTest, NoEndpointAnsweringIsUnknownAndAskedAgainWhenDue) {
-  ServerDetector detector(
-      {.base_urls = {DeadUrl(), DeadUrl()}, .retry_interval = absl::Hours(1)},
-      *http_);
+// llama.cpp holds an HTTP thread per open connection: detection asks its two
+// questions one after the other, on one connection.
+TEST_F(ServerDetectorTest, AsksOnOneConnectionAtATime) {
+  llmsim::SimServer::Options options;
+  options.mode = llmsim::Mode::kLlamaCpp;
+  options.slots = 3;
+  testing::SimThread sim(options);
+  ServerDetector detector({.base_urls = {sim.url()}}, *http_);
+  TraitsWaiter waiter;
+  detector.Start(waiter.Callback());
+  ServerTraits traits = waiter.Await();
+  EXPECT_EQ(traits.kind, ServerKind::kLlamaCpp);
+  EXPECT_EQ(traits.total_slots, 3);
+  EXPECT_EQ(traits.models, std::vector<std::string>{"m"});
+  nlohmann::json stats = sim.Stats();
+  EXPECT_EQ(stats["discovery_requests"], 2);
+  EXPECT_EQ(stats["max_connections_open"], 1);
+}
+
+TEST_F(ServerDetectorTest, NoEndpointAnsweringIsUnknownWithTheReason) {
+  ServerDetector detector({.base_urls = {DeadUrl(), DeadUrl()}}, *http_);
   TraitsWaiter first;
   detector.Start(first.Callback());
   ServerTraits traits = first.Await();
   EXPECT_EQ(traits.kind, ServerKind::kUnknown);
   EXPECT_NE(traits.error, "");
-
-  // Not due for an hour: nothing is asked, nothing is reported.
-  TraitsWaiter early;
-  detector.RetryIfDue(early.Callback());
-  EXPECT_EQ(early.calls(), 0);
+  EXPECT_EQ(first.calls(), 1);
 }
 
-TEST_F(ServerDetectorTest, AServerThatWasDownIsAskedAgain) {
-  ServerDetector detector(
-      {.base_urls = {DeadUrl()}, .retry_interval = absl::ZeroDuration()},
-      *http_);
+TEST_F(ServerDetectorTest, ALoadingLlamaCppIsNotReadyAndMayBeAskedAgain) {
+  llmsim::SimServer::Options options;
+  options.mode = llmsim::Mode::kLlamaCpp;
+  options.loading_ms = 60'000;  // longer than the test
+  testing::SimThread loading(options);
+  ServerDetector detector({.base_urls = {loading.url()}}, *http_);
   TraitsWaiter first;
   detector.Start(first.Callback());
-  EXPECT_EQ(first.Await().kind, ServerKind::kUnknown);
+  ServerTraits traits = first.Await();
+  EXPECT_EQ(traits.kind, ServerKind::kUnknown);
+  EXPECT_EQ(traits.error, loading.url() +
+                              " (HTTP 503 from /v1/models: Loading model (the "
+                              "server is not ready))");
+  // /props is not asked of a server that is not ready.
+  EXPECT_EQ(loading.Stats()["discovery_requests"], 1);
 
+  // A detector may be started again once a detection has ended.
   TraitsWaiter again;
-  detector.RetryIfDue(again.Callback());
+  detector.Start(again.Callback());
   EXPECT_EQ(again.Await().kind, ServerKind::kUnknown);
   EXPECT_EQ(again.calls(), 1);
 }

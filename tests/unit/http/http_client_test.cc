@@ -1,5 +1,6 @@
-// The event loop's timers, and the text of a failed connection; transfers
-// are covered against llmsim by the backend and integration tests.
+// The event loop's timers, the text of a failed connection and the
+// connections kept open per server; transfers are covered against llmsim by
+// the backend and integration tests.
 #include "server/http/http_client.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/sim_thread.h"
 
 namespace sdg {
 namespace {
@@ -106,6 +109,53 @@ TEST(HttpClientErrorsTest, AFailedConnectionReadsTheSameEveryTime) {
               "Failed to connect to 127.0.0.1 port 1: Couldn't connect to "
               "server (http://127.0.0.1:1/v1/models)");
   }
+}
+
+// Sends `count` completions requests at once, each allowed `max_connections`,
+// and waits for their replies.
+void SendAndWait(HttpClient& http, const std::string& base_url, int count,
+                 std::optional<int> max_connections) {
+  absl::Mutex mu;
+  int left = count;
+  for (int i = 0; i < count; ++i) {
+    HttpRequest request;
+    request.url = base_url + "/completions";
+    request.json_body = R"({"model":"m","prompt":"hi"})";
+    request.max_connections = max_connections;
+    http.Start(std::move(request), [&](HttpResponse response) {
+      EXPECT_EQ(response.http_code, 200) << response.transport;
+      absl::MutexLock lock(&mu);
+      --left;
+    });
+  }
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(
+      +[](int* left) { return *left == 0; }, &left));
+}
+
+TEST(HttpClientConnectionsTest, ALoweredCapClosesTheConnectionsAboveIt) {
+  testing::SimThread sim(testing::WithLatency(absl::Milliseconds(50)));
+  std::unique_ptr<HttpClient> http = *HttpClient::Create({});
+  SendAndWait(*http, sim.url(), 4, 4);  // four busy at once: four opened
+  EXPECT_EQ(sim.Stats()["max_connections_open"], 4);
+  EXPECT_EQ(sim.Stats()["connections_open"], 4);  // idle, kept alive
+
+  // Now one at a time under a cap of one: each request past the cap closes
+  // the connection it used, until one is left, which is kept.
+  for (int i = 0; i < 5; ++i) SendAndWait(*http, sim.url(), 1, 1);
+  EXPECT_TRUE(testing::Eventually([&] {
+    return sim.Stats()["connections_open"] == 1;
+  })) << sim.Stats().dump();
+  EXPECT_EQ(sim.Stats()["max_connections_open"], 4);
+}
+
+TEST(HttpClientConnectionsTest, RequestsInFlightUnderACapOpenNoMoreThanIt) {
+  testing::SimThread sim(testing::WithLatency(absl::Milliseconds(20)));
+  std::unique_ptr<HttpClient> http = *HttpClient::Create({});
+  for (int round = 0; round < 5; ++round) {
+    SendAndWait(*http, sim.url(), 2, 2);
+  }
+  EXPECT_EQ(sim.Stats()["max_connections_open"], 2);
 }
 
 }  // namespace
