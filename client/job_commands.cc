@@ -52,6 +52,29 @@ absl::StatusOr<v1::Job> FetchJob(v1::GenerationService::StubInterface& stub,
 
 }  // namespace
 
+absl::Status UsageCommand(v1::GenerationService::StubInterface& stub,
+                          std::ostream& out) {
+  grpc::ClientContext context;
+  SetDeadline(context);
+  v1::StorageUsage usage;
+  grpc::Status status = stub.GetStorageUsage(&context, {}, &usage);
+  if (!status.ok()) return FromGrpcStatus(status);
+  auto mib = [](int64_t bytes) {
+    return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  };
+  out << "tenant " << (usage.tenant().empty() ? "-" : usage.tenant()) << ": "
+      << mib(usage.total_bytes())
+      << (usage.quota_bytes() > 0
+              ? absl::StrCat(" of ", mib(usage.quota_bytes()), " (",
+                             usage.total_bytes() * 100 / usage.quota_bytes(),
+                             "%)")
+              : std::string(" (no quota)"))
+      << "\n  uploads       " << mib(usage.upload_bytes())
+      << "\n  job datasets  " << mib(usage.dataset_bytes())
+      << "\n  job results   " << mib(usage.result_bytes()) << "\n";
+  return absl::OkStatus();
+}
+
 absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
                              const std::string& state, std::ostream& out) {
   v1::ListJobsRequest request;

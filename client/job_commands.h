@@ -22,6 +22,9 @@ absl::Status CancelJobCommand(v1::GenerationService::StubInterface& stub,
                               const std::string& job_id, std::ostream& out);
 absl::Status DeleteJobCommand(v1::GenerationService::StubInterface& stub,
                               const std::string& job_id, std::ostream& out);
+// What the caller's tenant holds in the store, against its quota.
+absl::Status UsageCommand(v1::GenerationService::StubInterface& stub,
+                          std::ostream& out);
 
 // Writes a job's results in row order to `output_path` and its failed rows
 // to `errors_path`, following the job to its end if it is still running.

@@ -104,6 +104,8 @@ constexpr char kUsage[] =
     "  output JOB_ID -o OUT.jsonl [--errors ERR.jsonl]  its results, in "
     "row order\n"
     "  jobs [--state S]     list running and recent jobs\n"
+    "  usage                what your tenant holds in the store, and its "
+    "quota\n"
     "  get JOB_ID           show one job\n"
     "  cancel JOB_ID        cancel a job (its results so far are kept)\n"
     "  delete JOB_ID        remove a finished job and its results\n"
@@ -332,6 +334,10 @@ int main(int argc, char** argv) {
     return Generate(*channel, stub, interrupt);
   }
   if (command == "submit" && args.size() == 2) return Submit(*channel);
+  if (command == "usage" && args.size() == 2) {
+    absl::Status status = sdg::UsageCommand(stub, std::cout);
+    return status.ok() ? 0 : Fail(status);
+  }
   if (command == "jobs" && args.size() == 2) {
     absl::Status status =
         sdg::ListJobsCommand(stub, absl::GetFlag(FLAGS_state), std::cout);

@@ -9,6 +9,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "base/allocator.h"
@@ -49,7 +50,16 @@ ABSL_FLAG(bool, ephemeral, false,
           "keep jobs in memory only: nothing survives a restart");
 ABSL_FLAG(std::string, data_root, "",
           "directory that requests' dataset_path may name files under "
-          "(empty: dataset_path is refused)");
+          "(empty: dataset_path is refused); with --auth_tokens_file each "
+          "tenant reads its own folder, DATA_ROOT/TENANT/");
+ABSL_FLAG(std::string, data_root_shared, "",
+          "a folder under --data_root that every tenant may read, named as "
+          "FOLDER/FILE (empty: none)");
+ABSL_FLAG(int64_t, max_upload_mib, 4096,
+          "largest UploadDataset, in MiB of JSON lines (0: no limit)");
+ABSL_FLAG(int64_t, tenant_storage_quota_mib, 0,
+          "MiB one tenant may hold in the store: uploads, its jobs' datasets "
+          "and results (0: no quota)");
 ABSL_FLAG(std::string, on_shutdown, "suspend",
           "after --shutdown_grace: suspend running jobs (they resume on the "
           "next start) or cancel them");
@@ -124,6 +134,24 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.http.request_timeout = absl::GetFlag(FLAGS_backend_request_timeout);
   options.service.job_retention = absl::GetFlag(FLAGS_job_retention);
   options.service.data_root = absl::GetFlag(FLAGS_data_root);
+  options.service.data_root_shared = absl::GetFlag(FLAGS_data_root_shared);
+  if (absl::StrContains(options.service.data_root_shared, "/") ||
+      options.service.data_root_shared == "." ||
+      options.service.data_root_shared == "..") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--data_root_shared must name one folder under --data_root, got \"",
+        options.service.data_root_shared, "\""));
+  }
+  options.service.max_upload_bytes =
+      std::max<int64_t>(0, absl::GetFlag(FLAGS_max_upload_mib)) << 20;
+  options.service.tenant_storage_quota_bytes =
+      std::max<int64_t>(0, absl::GetFlag(FLAGS_tenant_storage_quota_mib)) << 20;
+  if (options.service.tenant_storage_quota_bytes > 0 &&
+      absl::GetFlag(FLAGS_ephemeral)) {
+    return absl::InvalidArgumentError(
+        "--tenant_storage_quota_mib needs the durable store: --ephemeral "
+        "keeps nothing on disk");
+  }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.ephemeral = absl::GetFlag(FLAGS_ephemeral);
   const std::string on_shutdown = absl::GetFlag(FLAGS_on_shutdown);

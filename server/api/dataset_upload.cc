@@ -5,28 +5,35 @@
 #include "base/logging.h"
 #include "base/quote.h"
 #include "server/api/status_util.h"
+#include "server/api/storage_quota.h"
 #include "server/jobs/job_spec.h"
 
 namespace sdg {
 
 DatasetUploadReactor* DatasetUploadReactor::Start(JobStore& store,
                                                   std::string tenant,
+                                                  const Limits& limits,
                                                   v1::Dataset* response) {
-  auto* reactor = new DatasetUploadReactor(store, std::move(tenant), response);
+  auto* reactor =
+      new DatasetUploadReactor(store, std::move(tenant), limits, response);
   reactor->StartRead(&reactor->chunk_);
   return reactor;
 }
 
 DatasetUploadReactor* DatasetUploadReactor::Refuse(JobStore& store,
                                                    const absl::Status& status) {
-  auto* reactor = new DatasetUploadReactor(store, "", nullptr);
+  auto* reactor = new DatasetUploadReactor(store, "", Limits{}, nullptr);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 
 DatasetUploadReactor::DatasetUploadReactor(JobStore& store, std::string tenant,
+                                           const Limits& limits,
                                            v1::Dataset* response)
-    : store_(store), tenant_(std::move(tenant)), response_(response) {}
+    : store_(store),
+      tenant_(std::move(tenant)),
+      limits_(limits),
+      response_(response) {}
 
 void DatasetUploadReactor::OnReadDone(bool ok) {
   absl::Status status = ok ? Take(chunk_) : Complete();
@@ -59,6 +66,17 @@ absl::Status DatasetUploadReactor::Take(const v1::DatasetChunk& chunk) {
   } else if (!chunk.dataset_id().empty() && chunk.dataset_id() != dataset_id_) {
     return absl::InvalidArgumentError(
         "dataset_id: set it on the first chunk only");
+  }
+  bytes_received_ += static_cast<int64_t>(chunk.data().size());
+  if (limits_.max_upload_bytes > 0 &&
+      bytes_received_ > limits_.max_upload_bytes) {
+    return UploadTooLargeError(limits_.max_upload_bytes);
+  }
+  if (limits_.quota_bytes > 0 &&
+      limits_.usage.total() + bytes_received_ > limits_.quota_bytes) {
+    StorageUsage usage = limits_.usage;
+    usage.upload_bytes += bytes_received_;
+    return StorageQuotaError(tenant_, usage, limits_.quota_bytes);
   }
   sha256_.Update(chunk.data());
   return decoder_.Feed(chunk.data(), [this](google::protobuf::Struct row) {

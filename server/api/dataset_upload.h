@@ -1,6 +1,7 @@
 // The server side of an UploadDataset call: checks each JSON line as it
-// arrives and writes the rows to the job store; a bad line (or a client
-// that goes away) stores nothing.
+// arrives and writes the rows to the job store; a bad line, an upload past
+// its size limit or its tenant's quota (or a client that goes away) stores
+// nothing.
 #ifndef SDG_SERVER_API_DATASET_UPLOAD_H_
 #define SDG_SERVER_API_DATASET_UPLOAD_H_
 
@@ -24,8 +25,16 @@ class DatasetUploadReactor final
   // ThreadSanitizer's suppressions name this frame for gRPC filling
   // `chunk_` on its own thread after a handoff inside libgrpc (see
   // tests/tsan/suppressions.txt), as for JobStreamReactor::Allocate.
+  // What an upload may take, checked against the bytes received as they
+  // arrive.
+  struct Limits {
+    int64_t max_upload_bytes = 0;  // 0: no limit
+    int64_t quota_bytes = 0;       // the tenant's quota; 0: none
+    StorageUsage usage;            // what the tenant held at the start
+  };
   // The upload belongs to `tenant`: only its jobs can name it.
   static DatasetUploadReactor* Start(JobStore& store, std::string tenant,
+                                     const Limits& limits,
                                      v1::Dataset* response);
   // Ends the call with `status` at once, reading nothing (a caller that is
   // not authenticated).
@@ -37,7 +46,7 @@ class DatasetUploadReactor final
 
  private:
   DatasetUploadReactor(JobStore& store, std::string tenant,
-                       v1::Dataset* response);
+                       const Limits& limits, v1::Dataset* response);
   // Takes one chunk; an error ends the upload.
   absl::Status Take(const v1::DatasetChunk& chunk);
   // The client has sent everything.
@@ -46,10 +55,12 @@ class DatasetUploadReactor final
 
   JobStore& store_;
   const std::string tenant_;
+  const Limits limits_;
   v1::Dataset* const response_;
   // Only touched by OnReadDone, which gRPC never runs twice at once.
   v1::DatasetChunk chunk_;
   std::string dataset_id_;
+  int64_t bytes_received_ = 0;
   std::unique_ptr<DatasetBuilder> builder_;
   JsonLinesDecoder decoder_;
   Sha256 sha256_;

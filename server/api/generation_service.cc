@@ -13,6 +13,7 @@
 #include "server/api/dataset_upload.h"
 #include "server/api/job_stream.h"
 #include "server/api/status_util.h"
+#include "server/api/storage_quota.h"
 #include "server/api/wire.h"
 
 namespace sdg {
@@ -60,6 +61,8 @@ GenerationService::GenerationService(const Options& options,
       scheduler_(scheduler),
       store_(store),
       metrics_(metrics),
+      data_root_(
+          {.root = options.data_root, .shared = options.data_root_shared}),
       registry_(options.job_retention, store) {}
 
 absl::StatusOr<Caller> GenerationService::Identify(
@@ -171,6 +174,13 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
     const std::string& digest, JobSpec spec) {
   const v1::GenerateJobRequest& request = decoded.fields;
   const std::string job_id = spec.job_id;
+  if (absl::Status s = CheckStorageQuota(caller, 0); !s.ok()) {
+    Log(LogLevel::kInfo, "job rejected",
+        {{"job_id", job_id},
+         {"tenant", caller.tenant},
+         {"error", std::string(s.message())}});
+    return s;
+  }
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
       StoreDataset(caller, decoded, spec);
   if (!dataset.ok()) {
@@ -258,7 +268,7 @@ absl::StatusOr<std::shared_ptr<Dataset>> GenerationService::StoreDataset(
   if (!builder.ok()) return builder.status();
   if (!request.dataset_path().empty()) {
     absl::StatusOr<std::string> path =
-        ResolveDatasetPath(request.dataset_path());
+        data_root_.Resolve(request.dataset_path(), caller);
     if (!path.ok()) return path.status();
     if (absl::Status s = ImportJsonLinesFile(*path, **builder); !s.ok()) {
       return s;
@@ -279,41 +289,14 @@ absl::StatusOr<std::shared_ptr<Dataset>> GenerationService::StoreDataset(
   return (*builder)->Finish();
 }
 
-absl::StatusOr<std::string> GenerationService::ResolveDatasetPath(
-    const std::string& path) const {
-  if (options_.data_root.empty()) {
-    return absl::FailedPreconditionError(
-        "dataset_path: this server has no --data_root; upload the dataset "
-        "(UploadDataset) or send its rows");
-  }
-  for (absl::string_view part : absl::StrSplit(path, '/')) {
-    if (part == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dataset_path: ", Quoted(path),
-                       " contains \"..\"; give a path under --data_root"));
-    }
-  }
-  const std::string full =
-      path.front() == '/' ? path : absl::StrCat(options_.data_root, "/", path);
-  char root_buffer[PATH_MAX];
-  char real_buffer[PATH_MAX];
-  if (::realpath(options_.data_root.c_str(), root_buffer) == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--data_root ", options_.data_root, " does not exist on the server"));
-  }
-  if (::realpath(full.c_str(), real_buffer) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset_path: no file ", Quoted(path), " under --data_root"));
-  }
-  const std::string root = root_buffer;
-  const std::string real = real_buffer;
-  if (!absl::StartsWith(real, root + "/")) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "dataset_path: ", Quoted(path),
-        " is outside --data_root (through a symlink, or an absolute path "
-        "elsewhere)"));
-  }
-  return real;
+absl::Status GenerationService::CheckStorageQuota(const Caller& caller,
+                                                  int64_t adding) const {
+  const int64_t quota = options_.tenant_storage_quota_bytes;
+  if (quota <= 0) return absl::OkStatus();
+  absl::StatusOr<StorageUsage> usage = store_.TenantUsage(caller.tenant);
+  if (!usage.ok()) return usage.status();
+  if (usage->total() + adding < quota) return absl::OkStatus();
+  return StorageQuotaError(caller.tenant, *usage, quota);
 }
 
 absl::StatusOr<int> GenerationService::ResumeStoredJobs() {
@@ -497,7 +480,21 @@ grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     return DatasetUploadReactor::Refuse(store_, caller.status());
   }
   PruneUploads();
-  return DatasetUploadReactor::Start(store_, caller->tenant, response);
+  DatasetUploadReactor::Limits limits;
+  limits.max_upload_bytes = options_.max_upload_bytes;
+  if (options_.tenant_storage_quota_bytes > 0) {
+    absl::StatusOr<StorageUsage> usage = store_.TenantUsage(caller->tenant);
+    if (!usage.ok())
+      return DatasetUploadReactor::Refuse(store_, usage.status());
+    if (usage->total() >= options_.tenant_storage_quota_bytes) {
+      return DatasetUploadReactor::Refuse(
+          store_, StorageQuotaError(caller->tenant, *usage,
+                                    options_.tenant_storage_quota_bytes));
+    }
+    limits.quota_bytes = options_.tenant_storage_quota_bytes;
+    limits.usage = *usage;
+  }
+  return DatasetUploadReactor::Start(store_, caller->tenant, limits, response);
 }
 
 void GenerationService::PruneUploads() {
@@ -543,6 +540,26 @@ grpc::ServerUnaryReactor* GenerationService::CancelJob(
           job.Cancel(absl::CancelledError("cancelled by CancelJob"));
         });
       });
+}
+
+grpc::ServerUnaryReactor* GenerationService::GetStorageUsage(
+    grpc::CallbackServerContext* context, const v1::GetStorageUsageRequest*,
+    v1::StorageUsage* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Caller> caller = Identify(*context);
+  absl::StatusOr<StorageUsage> usage =
+      caller.ok() ? store_.TenantUsage(caller->tenant)
+                  : absl::StatusOr<StorageUsage>(caller.status());
+  if (usage.ok()) {
+    response->set_tenant(caller->tenant);
+    response->set_upload_bytes(usage->upload_bytes);
+    response->set_dataset_bytes(usage->dataset_bytes);
+    response->set_result_bytes(usage->result_bytes);
+    response->set_total_bytes(usage->total());
+    response->set_quota_bytes(options_.tenant_storage_quota_bytes);
+  }
+  reactor->Finish(ToGrpcStatus(usage.status()));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* GenerationService::GetJob(

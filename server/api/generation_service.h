@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/api/authenticator.h"
+#include "server/api/data_root.h"
 #include "server/api/job_registry.h"
 #include "server/api/wire.h"
 #include "server/jobs/job_spec.h"
@@ -42,8 +43,16 @@ class GenerationService final : public GenerationServiceBase {
   struct Options {
     ValidationLimits limits;
     absl::Duration job_retention = absl::Hours(24 * 7);
-    // Where dataset_path may point; empty refuses dataset_path.
+    // Where dataset_path may point; empty refuses dataset_path. With tenants,
+    // each reads its own folder under it, and `data_root_shared` (a folder
+    // under it) if set (data_root.h).
     std::string data_root;
+    std::string data_root_shared;
+    // Bytes one tenant may hold in the store: its uploads, its jobs'
+    // datasets and results (0: no quota).
+    int64_t tenant_storage_quota_bytes = 0;
+    // The largest upload (0: no limit).
+    int64_t max_upload_bytes = 0;
     // The models a backend lists (/v1/models), for a block that names none.
     std::function<std::vector<std::string>(const std::string& backend)>
         backend_models;
@@ -83,6 +92,10 @@ class GenerationService final : public GenerationServiceBase {
   grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetStorageUsage(
+      grpc::CallbackServerContext* context,
+      const v1::GetStorageUsageRequest* request,
+      v1::StorageUsage* response) override;
 
   // Shutdown, in order: refuse new jobs (UNAVAILABLE), let running ones end
   // until a deadline, then suspend or cancel the rest.
@@ -110,8 +123,9 @@ class GenerationService final : public GenerationServiceBase {
   absl::StatusOr<std::shared_ptr<Dataset>> StoreDataset(
       const Caller& caller, const DecodedJobRequest& request,
       const JobSpec& spec);
-  // A dataset_path made absolute, inside --data_root.
-  absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path) const;
+  // RESOURCE_EXHAUSTED when `caller`'s tenant holds its storage quota or
+  // more; `adding` bytes would be added.
+  absl::Status CheckStorageQuota(const Caller& caller, int64_t adding) const;
   // Removes uploads older than the retention (each upload and each start).
   void PruneUploads();
   // A stored job as a Job; unfinished ones are resumed.
@@ -142,6 +156,7 @@ class GenerationService final : public GenerationServiceBase {
   Scheduler& scheduler_;
   JobStore& store_;
   Metrics& metrics_;
+  const DataRoot data_root_;
   JobRegistry registry_;
 
   absl::Mutex mu_;

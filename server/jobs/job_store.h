@@ -51,6 +51,15 @@ struct StoredDataset {
   absl::Time create_time = absl::InfinitePast();
 };
 
+// The bytes a tenant holds in the store.
+struct StorageUsage {
+  int64_t upload_bytes = 0;   // its uploads
+  int64_t dataset_bytes = 0;  // its jobs' datasets (a job's copy of an upload
+                              // it names shares the upload's bytes)
+  int64_t result_bytes = 0;   // its jobs' event logs: results and errors
+  int64_t total() const { return upload_bytes + dataset_bytes + result_bytes; }
+};
+
 class JobStore {
  public:
   virtual ~JobStore() = default;
@@ -97,6 +106,12 @@ class JobStore {
   // The log of a job that ended before this process started.
   virtual std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) = 0;
+
+  // What `tenant` holds, counted from what is stored (not from memory), so
+  // that every process sharing the store counts the same. UNIMPLEMENTED for
+  // a store that keeps nothing on disk.
+  virtual absl::StatusOr<StorageUsage> TenantUsage(
+      const std::string& tenant) = 0;
 };
 
 // NOT_FOUND for a dataset_id with no upload (or, to its caller, another

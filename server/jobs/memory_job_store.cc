@@ -146,4 +146,10 @@ std::shared_ptr<EventLog> MemoryJobStore::OpenFinishedJobLog(
   return log;
 }
 
+absl::StatusOr<StorageUsage> MemoryJobStore::TenantUsage(const std::string&) {
+  return absl::UnimplementedError(
+      "the --ephemeral store keeps nothing on disk: a storage quota "
+      "(--tenant_storage_quota_mib) needs the durable store");
+}
+
 }  // namespace sdg

@@ -35,6 +35,8 @@ class MemoryJobStore final : public JobStore {
       absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
   std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) override;
+  // UNIMPLEMENTED: --ephemeral holds no disk to share.
+  absl::StatusOr<StorageUsage> TenantUsage(const std::string& tenant) override;
 
  private:
   // Remembers the dataset a builder made for a job when it finishes.

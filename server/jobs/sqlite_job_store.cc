@@ -4,7 +4,11 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
@@ -405,6 +409,52 @@ absl::StatusOr<std::shared_ptr<EventLog>> SqliteJobStore::OpenJobLog(
 std::shared_ptr<EventLog> SqliteJobStore::OpenFinishedJobLog(
     const std::string& job_id) {
   return EventLog::OpenFinished(JobDir(job_id) + "/events.log");
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteJobStore::IdsOfTenant(
+    const char* sql, const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
+    return Error(sql);
+  }
+  BindText(stmt, 1, tenant);
+  std::vector<std::string> ids;
+  while (sqlite3_step(stmt) == SQLITE_ROW) ids.push_back(ColumnBytes(stmt, 0));
+  sqlite3_finalize(stmt);
+  return ids;
+}
+
+absl::StatusOr<StorageUsage> SqliteJobStore::TenantUsage(
+    const std::string& tenant) {
+  absl::StatusOr<std::vector<std::string>> uploads =
+      IdsOfTenant("SELECT dataset_id FROM uploads WHERE tenant = ?", tenant);
+  if (!uploads.ok()) return uploads.status();
+  absl::StatusOr<std::vector<std::string>> jobs =
+      IdsOfTenant("SELECT job_id FROM jobs WHERE tenant = ?", tenant);
+  if (!jobs.ok()) return jobs.status();
+  // The files are stat'ed outside mu_. A job's dataset linked from an
+  // upload is one inode: counted once, with the upload.
+  std::set<std::pair<dev_t, ino_t>> counted;
+  auto size_of = [&counted](const std::string& path) -> int64_t {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) return 0;  // not (or no longer) there
+    if (!counted.emplace(info.st_dev, info.st_ino).second) return 0;
+    return info.st_size;
+  };
+  StorageUsage usage;
+  for (const std::string& id : *uploads) {
+    for (const char* name : {"/rows.bin", "/rows.idx"}) {
+      usage.upload_bytes += size_of(UploadDir(id) + name);
+    }
+  }
+  for (const std::string& id : *jobs) {
+    for (const char* name : {"/rows.bin", "/rows.idx"}) {
+      usage.dataset_bytes += size_of(JobDir(id) + name);
+    }
+    usage.result_bytes += size_of(JobDir(id) + "/events.log");
+  }
+  return usage;
 }
 
 }  // namespace sdg

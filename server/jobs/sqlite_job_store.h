@@ -54,6 +54,8 @@ class SqliteJobStore final : public JobStore {
       absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
   std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) override;
+  // The sizes of the tenant's files under state_dir, each inode once.
+  absl::StatusOr<StorageUsage> TenantUsage(const std::string& tenant) override;
 
   const LogCommitter& committer() const { return *committer_; }
 
@@ -61,6 +63,9 @@ class SqliteJobStore final : public JobStore {
   SqliteJobStore(std::string state_dir, sqlite3* db, UniqueFd lock);
   std::string JobDir(const std::string& job_id) const;
   std::string UploadDir(const std::string& dataset_id) const;
+  // The first column of `sql`'s rows, its one parameter `tenant`.
+  absl::StatusOr<std::vector<std::string>> IdsOfTenant(
+      const char* sql, const std::string& tenant);
   // Runs one statement with `bind` filling its parameters.
   absl::Status Execute(const char* sql,
                        absl::FunctionRef<void(sqlite3_stmt*)> bind)

@@ -5,10 +5,14 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "base/sha256.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -356,6 +360,213 @@ TEST_F(SecurityTest, ATenantsQuotaIsExhaustedNamingTheTenant) {
   ASSERT_TRUE(GetJob("bob", "b1", &b1).ok());
   EXPECT_EQ(a2.state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(b1.state(), v1::JOB_STATE_RUNNING);
+}
+
+// A GenerateJob on `dataset_path` as `tenant`: its status and the first
+// result row's "q" column (empty if none).
+struct PathRun {
+  grpc::Status status;
+  std::string first_q;
+};
+
+class TenantDiskTest : public SecurityTest {
+ protected:
+  // --data_root holding alice/ and bob/, a shared/ folder, and in bob/ a
+  // symlink into alice/.
+  void MakeDataRoot() {
+    data_root_ = dir_ + "/data";
+    for (const char* folder : {"", "/alice", "/bob", "/shared"}) {
+      ASSERT_EQ(::mkdir((data_root_ + folder).c_str(), 0755), 0);
+    }
+    WriteFile(data_root_ + "/alice/secret.jsonl",
+              "{\"q\":\"alice secret 42\"}\n");
+    WriteFile(data_root_ + "/bob/own.jsonl", "{\"q\":\"bob row\"}\n");
+    WriteFile(data_root_ + "/shared/common.jsonl", "{\"q\":\"common row\"}\n");
+    ASSERT_EQ(::symlink((data_root_ + "/alice/secret.jsonl").c_str(),
+                        (data_root_ + "/bob/link.jsonl").c_str()),
+              0);
+  }
+
+  PathRun RunOnPath(const std::string& tenant, const std::string& path) {
+    grpc::ClientContext context;
+    As(context, tenant);
+    v1::GenerateJobRequest request;
+    request.mutable_block()->set_model("m");
+    request.mutable_block()->set_prompt_template("Say {{q}}");
+    request.set_dataset_path(path);
+    auto stub = Stub();
+    auto reader = stub->GenerateJob(&context, request);
+    PathRun run;
+    v1::JobEvent event;
+    while (reader->Read(&event)) {
+      for (const v1::ResultRow& row : event.shard_result().rows()) {
+        if (run.first_q.empty()) {
+          run.first_q = row.columns().fields().at("q").string_value();
+        }
+      }
+    }
+    run.status = reader->Finish();
+    return run;
+  }
+
+  // Uploads `bytes` of JSON lines (of about 1 KiB each) as `tenant`; the
+  // call's status, and the bytes written before the server ended it.
+  std::pair<grpc::Status, int64_t> Upload(const std::string& tenant,
+                                          const std::string& dataset_id,
+                                          int64_t bytes) {
+    grpc::ClientContext context;
+    As(context, tenant);
+    v1::Dataset dataset;
+    auto writer = Stub()->UploadDataset(&context, &dataset);
+    const std::string line = json{{"x", std::string(1000, 'x')}}.dump() + "\n";
+    int64_t sent = 0;
+    bool first = true;
+    while (sent < bytes) {
+      v1::DatasetChunk chunk;
+      if (first) chunk.set_dataset_id(dataset_id);
+      first = false;
+      std::string data;
+      while (data.size() < 64 * 1024 &&
+             sent + static_cast<int64_t>(data.size()) < bytes) {
+        data += line;
+      }
+      chunk.set_data(data);
+      if (!writer->Write(chunk)) break;
+      sent += static_cast<int64_t>(data.size());
+    }
+    writer->WritesDone();
+    return {writer->Finish(), sent};
+  }
+
+  // The files under `root`, as relative paths, sorted.
+  static std::vector<std::string> FilesUnder(const std::string& root) {
+    CommandResult listing = RunCommand({"find", root, "-mindepth", "1"});
+    std::vector<std::string> files =
+        absl::StrSplit(absl::StrReplaceAll(listing.out, {{root + "/", ""}}),
+                       '\n', absl::SkipEmpty());
+    std::sort(files.begin(), files.end());
+    return files;
+  }
+
+  std::string data_root_;
+};
+
+TEST_F(TenantDiskTest, ATenantReadsOnlyItsOwnFolderAndTheSharedOne) {
+  MakeDataRoot();
+  StackOptions options;
+  options.sdgd_args = {
+      "--auth_tokens_file=" + WriteTokensFile({"alice", "bob", "admin"}),
+      "--data_root=" + data_root_, "--data_root_shared=shared"};
+  Start(options);
+  const std::vector<std::string> files_before = FilesUnder(data_root_);
+
+  PathRun own = RunOnPath("alice", "secret.jsonl");
+  ASSERT_TRUE(own.status.ok()) << own.status.error_message();
+  EXPECT_EQ(own.first_q, "alice secret 42");
+  EXPECT_EQ(RunOnPath("bob", "own.jsonl").first_q, "bob row");
+  const int64_t requests_before =
+      json::parse(stack_->LlmsimStats())["requests"];
+
+  // Bob reaching for alice's file, four ways: each is a file he does not
+  // have, in the words of one.
+  for (const std::string& path :
+       {std::string("alice/secret.jsonl"), std::string("../alice/secret.jsonl"),
+        std::string("link.jsonl"), data_root_ + "/alice/secret.jsonl",
+        std::string("missing.jsonl")}) {
+    PathRun refused = RunOnPath("bob", path);
+    EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::NOT_FOUND) << path;
+    EXPECT_EQ(refused.status.error_message(),
+              "dataset_path: no file \"" + path +
+                  "\" in your folder of --data_root (bob/) nor in the shared "
+                  "folder (shared/)")
+        << path;
+    EXPECT_EQ(refused.first_q, "");
+  }
+  EXPECT_EQ(json::parse(stack_->LlmsimStats())["requests"], requests_before)
+      << "llmsim served nothing for the refused paths";
+
+  // The admin names any path under --data_root.
+  EXPECT_EQ(RunOnPath("admin", "alice/secret.jsonl").first_q,
+            "alice secret 42");
+  EXPECT_EQ(RunOnPath("admin", "bob/own.jsonl").first_q, "bob row");
+  // The shared folder is both tenants'; sdgd writes nothing under
+  // --data_root (it copies what it reads into its own store).
+  EXPECT_EQ(RunOnPath("alice", "shared/common.jsonl").first_q, "common row");
+  EXPECT_EQ(RunOnPath("bob", "shared/common.jsonl").first_q, "common row");
+  EXPECT_EQ(FilesUnder(data_root_), files_before);
+}
+
+TEST_F(TenantDiskTest, AnUploadPastTheLimitIsRefusedWhileItStreams) {
+  StackOptions options;
+  options.sdgd_args = {"--auth_tokens_file=" + WriteTokensFile({"alice"}),
+                       "--max_upload_mib=1"};
+  Start(options);
+  const int64_t offered = 64 << 20;
+  auto [status, sent] = Upload("alice", "too-big", offered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status.error_message(),
+            "the upload is larger than 1.0 MiB, the server's "
+            "--max_upload_mib; split the dataset into several uploads and "
+            "jobs");
+  EXPECT_LT(sent, offered) << "refused while it streamed, not at its end";
+  // Nothing is kept: no upload folder, and no upload by that id.
+  EXPECT_EQ(FilesUnder(stack_->state_dir() + "/uploads"),
+            std::vector<std::string>{});
+  EXPECT_EQ(CreateJob("alice", "on-too-big", "too-big").error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  auto [small, small_sent] = Upload("alice", "small", 100 << 10);
+  EXPECT_TRUE(small.ok()) << small.error_message();
+}
+
+TEST_F(TenantDiskTest, ATenantPastItsQuotaIsRefusedWhileAnotherGoesOn) {
+  StackOptions options;
+  options.sdgd_args = {
+      "--auth_tokens_file=" + WriteTokensFile({"alice", "bob"}),
+      "--tenant_storage_quota_mib=1"};
+  Start(options);
+  auto [first, first_sent] = Upload("alice", "alice-1", 600 << 10);
+  ASSERT_TRUE(first.ok()) << first.error_message();
+  // A second upload would take alice past 1 MiB: refused as it arrives.
+  auto [second, second_sent] = Upload("alice", "alice-2", 600 << 10);
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(second.error_message(), HasSubstr("tenant \"alice\" holds "));
+  EXPECT_THAT(second.error_message(),
+              HasSubstr(" of its 1.0 MiB storage quota "
+                        "(--tenant_storage_quota_mib)"));
+  // A job whose inline rows take alice past her quota is admitted (she was
+  // under it); the next is refused, naming what she holds.
+  {
+    grpc::ClientContext context;
+    As(context, "alice");
+    v1::GenerateJobRequest request;
+    request.set_job_id("alice-big");
+    request.mutable_block()->set_model("m");
+    request.mutable_block()->set_prompt_template("Say {{x}}");
+    for (int i = 0; i < 600; ++i) {
+      (*request.add_rows()->mutable_fields())["x"].set_string_value(
+          std::string(1000, 'y'));
+    }
+    v1::Job job;
+    ASSERT_TRUE(Stub()->CreateJob(&context, request, &job).ok());
+  }
+  grpc::Status refused = CreateJob("alice", "alice-next");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("storage quota (--tenant_storage_quota_mib)"));
+  EXPECT_THAT(refused.error_message(), HasSubstr(" of uploads, "));
+
+  // Bob still uploads and runs.
+  auto [bobs, bobs_sent] = Upload("bob", "bob-1", 300 << 10);
+  ASSERT_TRUE(bobs.ok()) << bobs.error_message();
+  EXPECT_TRUE(CreateJob("bob", "bob-job", "bob-1").ok());
+
+  // sdgctl shows each tenant its own usage.
+  CommandResult alice_usage = SdgctlAs("alice", {"usage"});
+  ASSERT_EQ(alice_usage.exit_code, 0) << alice_usage.err;
+  EXPECT_THAT(alice_usage.out, HasSubstr("tenant alice: "));
+  EXPECT_THAT(alice_usage.out, HasSubstr(" of 1.0 MiB ("));
+  CommandResult bob_usage = SdgctlAs("bob", {"usage"});
+  EXPECT_THAT(bob_usage.out, HasSubstr("tenant bob: "));
 }
 
 // Probes and grpcurl's list need no token; --reflection=false closes the

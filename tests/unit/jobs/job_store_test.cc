@@ -105,6 +105,47 @@ TEST_F(SqliteJobStoreTest, AnUploadGivesJobsTheirOwnCopy) {
   EXPECT_TRUE(store->LoadJobs()->empty());
 }
 
+TEST_F(SqliteJobStoreTest, ATenantsUsageCountsItsFilesEachOnce) {
+  auto store = Open();
+  auto upload = store->NewUpload("ds");
+  ASSERT_TRUE(upload.ok());
+  google::protobuf::Struct row;
+  (*row.mutable_fields())["q"].set_string_value(std::string(4000, 'q'));
+  ASSERT_TRUE((*upload)->Add(row).ok());
+  ASSERT_TRUE((*upload)->Finish().ok());
+  StoredDataset stored;
+  stored.dataset.set_dataset_id("ds");
+  stored.tenant = "alice";
+  stored.info = (*upload)->info();
+  ASSERT_TRUE(store->SaveUpload(stored).ok());
+  StorageUsage usage = *store->TenantUsage("alice");
+  EXPECT_EQ(usage.upload_bytes,
+            std::filesystem::file_size(dir_ + "/uploads/ds/rows.bin") +
+                std::filesystem::file_size(dir_ + "/uploads/ds/rows.idx"));
+  EXPECT_GT(usage.upload_bytes, 4000);
+
+  // A job naming the upload shares its files (a hard link): not counted
+  // twice. Its events are its results.
+  ASSERT_TRUE(store->UseUploadedDataset("ds", "job").ok());
+  JobRecord record = Record("job");
+  record.tenant = "alice";
+  ASSERT_TRUE(store->AddJob(record).ok());
+  {
+    auto log = store->OpenJobLog("job", [](const v1::JobEvent&) {});
+    ASSERT_TRUE(log.ok());
+  }
+  std::ofstream(dir_ + "/jobs/job/events.log", std::ios::app)
+      << std::string(500, 'e');
+  StorageUsage with_job = *store->TenantUsage("alice");
+  EXPECT_EQ(with_job.upload_bytes, usage.upload_bytes);
+  EXPECT_EQ(with_job.dataset_bytes, 0);
+  EXPECT_EQ(with_job.result_bytes,
+            std::filesystem::file_size(dir_ + "/jobs/job/events.log"));
+  EXPECT_EQ(with_job.total(), usage.upload_bytes + with_job.result_bytes);
+  // Another tenant holds nothing.
+  EXPECT_EQ(store->TenantUsage("bob")->total(), 0);
+}
+
 TEST_F(SqliteJobStoreTest, OneServerPerStateDir) {
   auto first = Open();
   auto second = SqliteJobStore::Open(dir_);
