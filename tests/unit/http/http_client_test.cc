@@ -99,7 +99,9 @@ TEST(HttpClientErrorsTest, AFailedConnectionReadsTheSameEveryTime) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     absl::Notification done;
     HttpResponse response;
-    http->Start({"http://127.0.0.1:1/v1/models"}, [&](HttpResponse reply) {
+    HttpRequest request;
+    request.url = "http://127.0.0.1:1/v1/models";
+    http->Start(std::move(request), [&](HttpResponse reply) {
       response = std::move(reply);
       done.Notify();
     });
