@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include <vector>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -52,7 +50,7 @@ absl::StatusOr<std::string> DataRoot::Resolve(const std::string& path,
         "--data_root ", options_.root, " does not exist on the server"));
   }
   if (!caller.tenant.empty() && !caller.admin) {
-    return ResolveForTenant(path, caller);
+    return ResolveForTenant(path, caller, *root);
   }
   if (HasDotDot(path)) {
     return absl::InvalidArgumentError(
@@ -75,7 +73,8 @@ absl::StatusOr<std::string> DataRoot::Resolve(const std::string& path,
 }
 
 absl::StatusOr<std::string> DataRoot::ResolveForTenant(
-    const std::string& path, const Caller& caller) const {
+    const std::string& path, const Caller& caller,
+    const std::string& root) const {
   const absl::Status missing = absl::NotFoundError(absl::StrCat(
       "dataset_path: no file ", Quoted(path),
       " in your folder of --data_root (", caller.tenant, "/",
@@ -85,26 +84,17 @@ absl::StatusOr<std::string> DataRoot::ResolveForTenant(
   // A tenant names files relative to its folders: "..", an absolute path
   // and a symlink out of them lead nowhere it may read.
   if (path.empty() || path.front() == '/' || HasDotDot(path)) return missing;
-  const std::string root = *RealPath(options_.root);
-  std::vector<std::string> folders;
-  std::string under = absl::StrCat(root, "/", caller.tenant, "/", path);
-  if (!options_.shared.empty() &&
-      absl::StartsWith(path, absl::StrCat(options_.shared, "/"))) {
-    under = absl::StrCat(root, "/", path);
-  }
-  for (const std::string& folder :
-       {absl::StrCat(root, "/", caller.tenant),
-        options_.shared.empty() ? std::string()
-                                : absl::StrCat(root, "/", options_.shared)}) {
-    if (folder.empty()) continue;
-    if (std::optional<std::string> real = RealPath(folder)) {
-      folders.push_back(*real);
-    }
-  }
-  std::optional<std::string> real = RealPath(under);
+  const bool shared =
+      !options_.shared.empty() &&
+      absl::StartsWith(path, absl::StrCat(options_.shared, "/"));
+  std::optional<std::string> real =
+      RealPath(shared ? absl::StrCat(root, "/", path)
+                      : absl::StrCat(root, "/", caller.tenant, "/", path));
   if (!real.has_value() || !IsRegularFile(*real)) return missing;
-  for (const std::string& folder : folders) {
-    if (IsInside(*real, folder)) return *real;
+  for (const std::string& name : {caller.tenant, options_.shared}) {
+    if (name.empty()) continue;
+    std::optional<std::string> folder = RealPath(absl::StrCat(root, "/", name));
+    if (folder.has_value() && IsInside(*real, *folder)) return *real;
   }
   return missing;
 }

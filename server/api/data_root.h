@@ -35,8 +35,10 @@ class DataRoot {
                                       const Caller& caller) const;
 
  private:
+  // `root`: the root with its symlinks resolved.
   absl::StatusOr<std::string> ResolveForTenant(const std::string& path,
-                                               const Caller& caller) const;
+                                               const Caller& caller,
+                                               const std::string& root) const;
 
   const Options options_;
 };

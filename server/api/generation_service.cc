@@ -174,12 +174,13 @@ absl::StatusOr<std::shared_ptr<Job>> GenerationService::AdmitNew(
     const std::string& digest, JobSpec spec) {
   const v1::GenerateJobRequest& request = decoded.fields;
   const std::string job_id = spec.job_id;
-  if (absl::Status s = CheckStorageQuota(caller, 0); !s.ok()) {
+  if (absl::StatusOr<StorageUsage> usage = UsageWithinQuota(caller);
+      !usage.ok()) {
     Log(LogLevel::kInfo, "job rejected",
         {{"job_id", job_id},
          {"tenant", caller.tenant},
-         {"error", std::string(s.message())}});
-    return s;
+         {"error", std::string(usage.status().message())}});
+    return usage.status();
   }
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
       StoreDataset(caller, decoded, spec);
@@ -289,14 +290,15 @@ absl::StatusOr<std::shared_ptr<Dataset>> GenerationService::StoreDataset(
   return (*builder)->Finish();
 }
 
-absl::Status GenerationService::CheckStorageQuota(const Caller& caller,
-                                                  int64_t adding) const {
+absl::StatusOr<StorageUsage> GenerationService::UsageWithinQuota(
+    const Caller& caller) const {
   const int64_t quota = options_.tenant_storage_quota_bytes;
-  if (quota <= 0) return absl::OkStatus();
+  if (quota <= 0) return StorageUsage{};
   absl::StatusOr<StorageUsage> usage = store_.TenantUsage(caller.tenant);
-  if (!usage.ok()) return usage.status();
-  if (usage->total() + adding < quota) return absl::OkStatus();
-  return StorageQuotaError(caller.tenant, *usage, quota);
+  if (usage.ok() && usage->total() >= quota) {
+    return StorageQuotaError(caller.tenant, *usage, quota);
+  }
+  return usage;
 }
 
 absl::StatusOr<int> GenerationService::ResumeStoredJobs() {
@@ -480,20 +482,12 @@ grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     return DatasetUploadReactor::Refuse(store_, caller.status());
   }
   PruneUploads();
+  absl::StatusOr<StorageUsage> usage = UsageWithinQuota(*caller);
+  if (!usage.ok()) return DatasetUploadReactor::Refuse(store_, usage.status());
   DatasetUploadReactor::Limits limits;
   limits.max_upload_bytes = options_.max_upload_bytes;
-  if (options_.tenant_storage_quota_bytes > 0) {
-    absl::StatusOr<StorageUsage> usage = store_.TenantUsage(caller->tenant);
-    if (!usage.ok())
-      return DatasetUploadReactor::Refuse(store_, usage.status());
-    if (usage->total() >= options_.tenant_storage_quota_bytes) {
-      return DatasetUploadReactor::Refuse(
-          store_, StorageQuotaError(caller->tenant, *usage,
-                                    options_.tenant_storage_quota_bytes));
-    }
-    limits.quota_bytes = options_.tenant_storage_quota_bytes;
-    limits.usage = *usage;
-  }
+  limits.quota_bytes = options_.tenant_storage_quota_bytes;
+  limits.usage = *usage;
   return DatasetUploadReactor::Start(store_, caller->tenant, limits, response);
 }
 

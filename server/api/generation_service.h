@@ -123,9 +123,9 @@ class GenerationService final : public GenerationServiceBase {
   absl::StatusOr<std::shared_ptr<Dataset>> StoreDataset(
       const Caller& caller, const DecodedJobRequest& request,
       const JobSpec& spec);
-  // RESOURCE_EXHAUSTED when `caller`'s tenant holds its storage quota or
-  // more; `adding` bytes would be added.
-  absl::Status CheckStorageQuota(const Caller& caller, int64_t adding) const;
+  // What `caller`'s tenant holds, or RESOURCE_EXHAUSTED when that is its
+  // storage quota or more. Reads the store only when there is a quota.
+  absl::StatusOr<StorageUsage> UsageWithinQuota(const Caller& caller) const;
   // Removes uploads older than the retention (each upload and each start).
   void PruneUploads();
   // A stored job as a Job; unfinished ones are resumed.

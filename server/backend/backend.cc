@@ -276,14 +276,7 @@ void Backend::Dispatch(Completions& out) {
   if (!traits_known_) {
     // Nothing goes out before the server has said what it is; past the
     // outage limit, the waiting calls fail.
-    if (UndetectedPastLimit(now)) {
-      const absl::Status error = OutageError();
-      while (!queued_.empty()) {
-        const CallId id = queued_.front();
-        queued_.pop_front();
-        Finish(id, {error, "", calls_.at(id).attempts}, out);
-      }
-    }
+    if (UndetectedPastLimit(now)) FailQueued(OutageError(), 0, out);
     return;
   }
   if (down_since_ != absl::InfiniteFuture()) {
@@ -301,19 +294,35 @@ void Backend::Dispatch(Completions& out) {
 }
 
 bool Backend::RefuseSamples(CallId id, Completions& out) {
-  Call& call = calls_.at(id);
-  if (!one_choice_per_request_ || call.samples <= 1) return false;
+  if (!one_choice_per_request_ || calls_.at(id).samples <= 1) return false;
   queued_.erase(std::find(queued_.begin(), queued_.end(), id));
+  HandBackForOneChoice(id,
+                       absl::FailedPreconditionError(absl::StrCat(
+                           "backend \"", options_.name,
+                           "\" takes one choice per request; send one "
+                           "request per sample")),
+                       out);
+  return true;
+}
+
+void Backend::HandBackForOneChoice(CallId id, absl::Status why,
+                                   Completions& out) {
+  Call& call = calls_.at(id);
   BackendReply reply;
-  reply.status = absl::FailedPreconditionError(
-      absl::StrCat("backend \"", options_.name,
-                   "\" takes one choice per request; send one request per "
-                   "sample"));
+  reply.status = std::move(why);
   reply.body = std::move(call.body);
   reply.attempts = call.attempts;
   reply.one_choice_per_request = true;
   Finish(id, std::move(reply), out);
-  return true;
+}
+
+void Backend::FailQueued(const absl::Status& error, size_t keep,
+                         Completions& out) {
+  while (queued_.size() > keep) {
+    const CallId id = queued_.back();
+    queued_.pop_back();
+    Finish(id, {error, "", calls_.at(id).attempts}, out);
+  }
 }
 
 void Backend::Send(CallId id, int endpoint) {
@@ -376,12 +385,9 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
             "request each",
             {{"backend", options_.name}, {"http_code", response.http_code}});
       }
-      BackendReply reply;
-      reply.status = StatusFromHttpError(response.http_code, response.body);
-      reply.body = std::move(call.body);
-      reply.attempts = call.attempts;
-      reply.one_choice_per_request = true;
-      Finish(id, std::move(reply), completions);
+      HandBackForOneChoice(
+          id, StatusFromHttpError(response.http_code, response.body),
+          completions);
     } else if (outage_sign &&
                WaitOutOutage(id, response, was_probe, completions)) {
       // Queued again, its attempt not counted.
@@ -547,12 +553,7 @@ void Backend::DispatchWhileDown(Completions& out) {
   if (now - down_since_ >= options_.outage.limit) {
     // Every waiting call fails; new ones probe one at a time until the
     // backend answers.
-    const absl::Status error = OutageError();
-    while (!queued_.empty() && (probe_ != 0 || queued_.size() > 1)) {
-      const CallId id = queued_.back();
-      queued_.pop_back();
-      Finish(id, {error, "", calls_.at(id).attempts}, out);
-    }
+    FailQueued(OutageError(), probe_ != 0 ? 0 : 1, out);
   }
   while (!queued_.empty() && RefuseSamples(queued_.front(), out)) {
   }

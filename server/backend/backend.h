@@ -167,6 +167,12 @@ class Backend {
   // choice per request; true if it did.
   bool RefuseSamples(CallId id, Completions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes the call with its body, to be sent again one sample a request.
+  void HandBackForOneChoice(CallId id, absl::Status why, Completions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails queued calls, the newest first, until `keep` are left.
+  void FailQueued(const absl::Status& error, size_t keep, Completions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Sends queued calls while an endpoint has room.
   void Dispatch(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
