@@ -221,7 +221,7 @@ class Bench:
     def start_llmsim(self, *flags):
         log = open(os.path.join(self.work, "llmsim.log"), "a")
         proc, port = start_printing_port(
-            [os.path.join(self.build, "tests/llmsim/llmsim"),
+            [os.path.join(self.build, "tools/llmsim/llmsim"),
              "--listen=127.0.0.1:0", "--model=m", *flags],
             "llmsim listening on", log)
         self.procs.append(proc)

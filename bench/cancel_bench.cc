@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/server.h"
-#include "tests/llmsim/sim_server.h"
+#include "tools/llmsim/sim_server.h"
 #include "tests/testing/http_get.h"
 
 namespace sdg {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Fails when a source file includes a header of a layer it may not use, so
 # that the folder tree keeps reading as DESIGN.md's data flow:
-#   api -> scheduling -> jobs;  scheduling -> backend -> http;  api -> jobs;
-#   observability and base are usable from every layer of sdgd; jobs and
-#   backend know nothing of each other, nor of scheduling or api.
+#   api -> scheduling -> jobs -> store;  jobs -> pipeline;  scheduling ->
+#   pipeline;  scheduling -> backend -> http;  api -> jobs, store;
+#   observability and base are usable from every layer of sdgd; store and
+#   pipeline know nothing of each other, of jobs, backend, scheduling or api;
+#   jobs and backend know nothing of each other.
 # The build runs it (target check_layers), so a wrong-way include fails
 # `cmake --build`.  Usage: scripts/check-layers.sh [SOURCE_ROOT]
 set -euo pipefail
@@ -18,15 +20,17 @@ rules=(
   "server/observability/:base/ server/observability/"
   "server/http/:base/ server/http/"
   "server/backend/:base/ server/observability/ server/http/ server/backend/"
-  "server/jobs/:base/ server/observability/ server/jobs/"
-  "server/scheduling/:base/ server/observability/ server/jobs/ server/backend/ server/scheduling/"
-  "server/api/:base/ server/observability/ server/jobs/ server/scheduling/ server/api/"
+  "server/store/:base/ server/observability/ server/store/"
+  "server/pipeline/:base/ server/pipeline/"
+  "server/jobs/:base/ server/observability/ server/store/ server/pipeline/ server/jobs/"
+  "server/scheduling/:base/ server/observability/ server/pipeline/ server/jobs/ server/backend/ server/scheduling/"
+  "server/api/:base/ server/observability/ server/store/ server/jobs/ server/scheduling/ server/api/"
   "server/:base/ server/"
   "client/:base/ client/"
-  "tests/llmsim/:base/ tests/llmsim/"
+  "tools/llmsim/:base/ tools/llmsim/"
 )
 # Include prefixes that name project folders (anything else is external).
-project_prefixes="base/ server/ client/ tests/ bench/"
+project_prefixes="base/ server/ client/ tools/ tests/ bench/"
 
 allowed_for() {
   local file=$1 rule
@@ -62,7 +66,7 @@ while IFS= read -r file; do
     fi
   done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" |
            sed 's/^\([0-9]*\):.*"\([^"]*\)".*/\1:\2/')
-done < <(find base server client tests/llmsim -name '*.h' -o -name '*.cc' | sort)
+done < <(find base server client tools/llmsim -name '*.h' -o -name '*.cc' | sort)
 
 if [ $violations -gt 0 ]; then
   echo "check-layers: $violations include(s) climb a layer; see DESIGN.md's Layout" >&2

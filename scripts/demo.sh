@@ -24,7 +24,7 @@ trap stop_servers EXIT
 
 # 20 ms per reply, like a fast model server; the knowledge pipeline's
 # prompts get the canned replies its parsers expect, all others an echo.
-"$build/tests/llmsim/llmsim" --listen 127.0.0.1:0 --model granite-7b-lab \
+"$build/tools/llmsim/llmsim" --listen 127.0.0.1:0 --model granite-7b-lab \
   --latency_ms 20 --replies "$root/examples/pipelines/knowledge/replies.jsonl" \
   > "$work/llmsim.out" 2> "$work/llmsim.log" &
 pids+=($!)

@@ -7,8 +7,8 @@
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "grpc/health/v1/health.pb.h"
-#include "server/jobs/memory_job_store.h"
-#include "server/jobs/sqlite_job_store.h"
+#include "server/store/memory_job_store.h"
+#include "server/store/sqlite_job_store.h"
 
 namespace sdg {
 namespace {

@@ -17,7 +17,7 @@
 #include "server/api/transport_security.h"
 #include "server/backend/backend.h"
 #include "server/http/http_client.h"
-#include "server/jobs/job_store.h"
+#include "server/store/job_store.h"
 #include "server/observability/metrics.h"
 #include "server/observability/metrics_server.h"
 #include "server/scheduling/scheduler.h"

@@ -12,8 +12,8 @@
 
 #include "base/sha256.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/jobs/dataset.h"
-#include "server/jobs/job_store.h"
+#include "server/store/dataset.h"
+#include "server/store/job_store.h"
 
 namespace sdg {
 

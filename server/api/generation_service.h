@@ -18,7 +18,7 @@
 #include "server/api/job_registry.h"
 #include "server/api/wire.h"
 #include "server/jobs/job_spec.h"
-#include "server/jobs/job_store.h"
+#include "server/store/job_store.h"
 #include "server/observability/metrics.h"
 #include "server/scheduling/scheduler.h"
 

@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "server/api/authenticator.h"
 #include "server/jobs/job.h"
-#include "server/jobs/job_store.h"
+#include "server/store/job_store.h"
 
 namespace sdg {
 

@@ -15,7 +15,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/jobs/event_log.h"
+#include "server/store/event_log.h"
 
 namespace sdg {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "server/jobs/job_store.h"
+#include "server/store/job_store.h"
 
 namespace sdg {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/jobs/pipeline_rows.h"
+#include "server/pipeline/pipeline_rows.h"
 
 namespace sdg {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "server/jobs/event_log.h"
+#include "server/store/event_log.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static sdg::LogCommitter* committer = new sdg::LogCommitter();

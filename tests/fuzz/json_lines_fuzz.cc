@@ -9,7 +9,7 @@
 #include <string>
 
 #include "client/row_json.h"
-#include "server/jobs/dataset.h"
+#include "server/store/dataset.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "server/jobs/output_parser.h"
+#include "server/pipeline/output_parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view input(reinterpret_cast<const char*>(data), size);

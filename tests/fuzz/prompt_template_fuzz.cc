@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "server/jobs/prompt_template.h"
+#include "server/pipeline/prompt_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);

@@ -20,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$build/tests/llmsim/llmsim" --listen=127.0.0.1:0 --model=sim-model \
+"$build/tools/llmsim/llmsim" --listen=127.0.0.1:0 --model=sim-model \
   > "$work/llmsim.out" 2>&1 &
 pids+=($!)
 sim_port=$(wait_for_port "$work/llmsim.out" "llmsim listening on")

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "absl/time/time.h"
-#include "tests/llmsim/sim_server.h"
+#include "tools/llmsim/sim_server.h"
 #include "tests/testing/http_get.h"
 
 namespace sdg::testing {

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "server/jobs/job.h"
-#include "server/jobs/memory_job_store.h"
+#include "server/store/memory_job_store.h"
 
 namespace sdg::testing {
 

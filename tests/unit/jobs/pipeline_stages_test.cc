@@ -7,7 +7,7 @@
 
 #include "google/protobuf/util/json_util.h"
 #include "server/jobs/job.h"
-#include "server/jobs/memory_job_store.h"
+#include "server/store/memory_job_store.h"
 #include "tests/testing/test_jobs.h"
 
 namespace sdg {

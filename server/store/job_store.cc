@@ -1,0 +1,39 @@
+#include "server/store/job_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/quote.h"
+#include "base/sha256.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace sdg {
+
+absl::Status NoSuchUpload(const std::string& dataset_id) {
+  return absl::NotFoundError(absl::StrCat(
+      "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
+}
+
+std::string RequestDigest(const v1::GenerateJobRequest& request,
+                          absl::Span<const absl::string_view> serialized_rows) {
+  v1::GenerateJobRequest copy = request;
+  copy.set_detach(false);
+  std::string bytes;
+  {
+    // Deterministic, so that a row's columns (a map) always hash the same.
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    copy.SerializeToCodedStream(&coded);
+  }
+  if (serialized_rows.empty()) return Sha256Hex(bytes);
+  Sha256 digest;
+  digest.Update(bytes);
+  for (absl::string_view row : serialized_rows) {
+    const std::string size = absl::StrCat(row.size(), ":");
+    digest.Update(size);
+    digest.Update(row);
+  }
+  return digest.HexDigest();
+}
+
+}  // namespace sdg

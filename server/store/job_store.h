@@ -1,0 +1,131 @@
+// Where jobs live: their records (request, state, times, counts), their
+// datasets and their event logs. Two stores implement it: SqliteJobStore
+// (the default: SQLite in WAL mode plus files under --state_dir; jobs
+// survive restarts and crashes) and MemoryJobStore (--ephemeral: nothing
+// outlives the process). A shared database can implement it later for
+// several replicas.
+#ifndef SDG_SERVER_JOBS_JOB_STORE_H_
+#define SDG_SERVER_JOBS_JOB_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "sdg/v1/generation.pb.h"
+#include "server/store/dataset.h"
+#include "server/store/event_log.h"
+
+namespace sdg {
+
+// What the store keeps of a job besides its dataset and its events.
+struct JobRecord {
+  std::string job_id;
+  // The tenant that created it ("" when authentication is off).
+  std::string tenant;
+  // As received, without its inline rows (they are the job's dataset).
+  v1::GenerateJobRequest request;
+  // SHA-256 of the whole request as received (rows included; detach not):
+  // a second submit with the same id and digest is the same job.
+  std::string request_digest;
+  v1::JobState state = v1::JOB_STATE_QUEUED;
+  absl::Time create_time = absl::InfinitePast();
+  absl::Time start_time = absl::InfinitePast();
+  absl::Time end_time = absl::InfinitePast();
+  std::string reason;
+  int32_t resumed = 0;
+  // The final counts, once the job has ended.
+  v1::JobFinished finished;
+};
+
+// An uploaded dataset, as UploadDataset answers and jobs name it.
+struct StoredDataset {
+  v1::Dataset dataset;
+  // The tenant that uploaded it: only its jobs may use it.
+  std::string tenant;
+  DatasetInfo info;
+  absl::Time create_time = absl::InfinitePast();
+};
+
+// The bytes a tenant holds in the store.
+struct StorageUsage {
+  int64_t upload_bytes = 0;   // its uploads
+  int64_t dataset_bytes = 0;  // its jobs' datasets (a job's copy of an upload
+                              // it names shares the upload's bytes)
+  int64_t result_bytes = 0;   // its jobs' event logs: results and errors
+  int64_t total() const { return upload_bytes + dataset_bytes + result_bytes; }
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // True if jobs survive a restart.
+  virtual bool durable() const = 0;
+
+  // A new job's dataset; the job owns it from AddJob on.
+  virtual absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewJobDataset(
+      const std::string& job_id) = 0;
+  // Gives the job a dataset uploaded earlier (it keeps it if the upload
+  // goes).
+  virtual absl::StatusOr<std::shared_ptr<Dataset>> UseUploadedDataset(
+      const std::string& dataset_id, const std::string& job_id) = 0;
+  // Forgets a dataset made for a job that was then refused.
+  virtual void DiscardJobDataset(const std::string& job_id) = 0;
+  virtual absl::StatusOr<std::shared_ptr<Dataset>> OpenJobDataset(
+      const std::string& job_id) = 0;
+
+  // Uploads: a builder, then SaveUpload once it has finished.
+  virtual absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewUpload(
+      const std::string& dataset_id) = 0;
+  virtual absl::Status SaveUpload(const StoredDataset& dataset) = 0;
+  virtual void DiscardUpload(const std::string& dataset_id) = 0;
+  // NOT_FOUND naming the id.
+  virtual absl::StatusOr<StoredDataset> FindUpload(
+      const std::string& dataset_id) = 0;
+  // Removes uploads saved before `cutoff` (jobs keep their own copies).
+  // Returns how many went.
+  virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;
+
+  // Durable when it returns.
+  virtual absl::Status AddJob(const JobRecord& record) = 0;
+  virtual absl::Status UpdateJob(const JobRecord& record) = 0;
+  // The record, the dataset and the events.
+  virtual absl::Status RemoveJob(const std::string& job_id) = 0;
+  // Every job, oldest first.
+  virtual absl::StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
+
+  // The log of a job that may still append; what it holds goes to `replay`.
+  virtual absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
+      const std::string& job_id,
+      absl::FunctionRef<void(const v1::JobEvent&)> replay) = 0;
+  // The log of a job that ended before this process started.
+  virtual std::shared_ptr<EventLog> OpenFinishedJobLog(
+      const std::string& job_id) = 0;
+
+  // What `tenant` holds, counted from what is stored (not from memory), so
+  // that every process sharing the store counts the same. UNIMPLEMENTED for
+  // a store that keeps nothing on disk.
+  virtual absl::StatusOr<StorageUsage> TenantUsage(
+      const std::string& tenant) = 0;
+};
+
+// NOT_FOUND for a dataset_id with no upload (or, to its caller, another
+// tenant's).
+absl::Status NoSuchUpload(const std::string& dataset_id);
+
+// SHA-256 of the request as the digest compares it (detach excluded).
+// Inline rows kept serialized hash as sent: the same request means the same
+// bytes. `serialized_rows`: inline rows the caller kept serialized, each as
+// sent (then the request's own `rows` are empty).
+std::string RequestDigest(
+    const v1::GenerateJobRequest& request,
+    absl::Span<const absl::string_view> serialized_rows = {});
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_JOBS_JOB_STORE_H_

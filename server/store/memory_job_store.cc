@@ -1,0 +1,155 @@
+#include "server/store/memory_job_store.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/quote.h"
+
+namespace sdg {
+
+class MemoryJobStore::Builder final : public DatasetBuilder {
+ public:
+  using OnFinish = std::function<void(std::shared_ptr<Dataset>)>;
+  explicit Builder(OnFinish on_finish)
+      : inner_(DatasetBuilder::InMemory()), on_finish_(std::move(on_finish)) {}
+  absl::Status Add(const google::protobuf::Struct& row) override {
+    info_.Add(row);
+    return inner_->Add(row);
+  }
+  absl::StatusOr<std::shared_ptr<Dataset>> Finish() override {
+    absl::StatusOr<std::shared_ptr<Dataset>> dataset = inner_->Finish();
+    if (dataset.ok()) on_finish_(*dataset);
+    return dataset;
+  }
+
+ private:
+  std::unique_ptr<DatasetBuilder> inner_;
+  OnFinish on_finish_;
+};
+
+absl::StatusOr<std::unique_ptr<DatasetBuilder>> MemoryJobStore::NewJobDataset(
+    const std::string& job_id) {
+  return std::make_unique<Builder>([this, job_id](std::shared_ptr<Dataset> d) {
+    absl::MutexLock lock(&mu_);
+    job_datasets_[job_id] = std::move(d);
+  });
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> MemoryJobStore::UseUploadedDataset(
+    const std::string& dataset_id, const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = upload_datasets_.find(dataset_id);
+  if (it == upload_datasets_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("dataset_id: no dataset ", Quoted(dataset_id)));
+  }
+  job_datasets_[job_id] = it->second;
+  return it->second;
+}
+
+void MemoryJobStore::DiscardJobDataset(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  job_datasets_.erase(job_id);
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> MemoryJobStore::OpenJobDataset(
+    const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = job_datasets_.find(job_id);
+  if (it == job_datasets_.end()) {
+    return absl::NotFoundError(absl::StrCat("job ", job_id, " has no dataset"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::unique_ptr<DatasetBuilder>> MemoryJobStore::NewUpload(
+    const std::string& dataset_id) {
+  return std::make_unique<Builder>(
+      [this, dataset_id](std::shared_ptr<Dataset> d) {
+        absl::MutexLock lock(&mu_);
+        upload_datasets_[dataset_id] = std::move(d);
+      });
+}
+
+absl::Status MemoryJobStore::SaveUpload(const StoredDataset& dataset) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] =
+      uploads_.try_emplace(dataset.dataset.dataset_id(), dataset);
+  if (!inserted) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("dataset_id: ", Quoted(dataset.dataset.dataset_id()),
+                     " already exists"));
+  }
+  return absl::OkStatus();
+}
+
+void MemoryJobStore::DiscardUpload(const std::string& dataset_id) {
+  absl::MutexLock lock(&mu_);
+  upload_datasets_.erase(dataset_id);
+}
+
+absl::StatusOr<StoredDataset> MemoryJobStore::FindUpload(
+    const std::string& dataset_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = uploads_.find(dataset_id);
+  if (it == uploads_.end()) {
+    return NoSuchUpload(dataset_id);
+  }
+  return it->second;
+}
+
+absl::StatusOr<int> MemoryJobStore::PruneUploads(absl::Time cutoff) {
+  absl::MutexLock lock(&mu_);
+  int pruned = 0;
+  for (auto it = uploads_.begin(); it != uploads_.end();) {
+    if (it->second.create_time < cutoff) {
+      upload_datasets_.erase(it->first);
+      uploads_.erase(it++);
+      ++pruned;
+    } else {
+      ++it;
+    }
+  }
+  return pruned;
+}
+
+absl::Status MemoryJobStore::AddJob(const JobRecord&) {
+  return absl::OkStatus();
+}
+
+absl::Status MemoryJobStore::UpdateJob(const JobRecord&) {
+  return absl::OkStatus();
+}
+
+absl::Status MemoryJobStore::RemoveJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  job_datasets_.erase(job_id);
+  logs_.erase(job_id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<JobRecord>> MemoryJobStore::LoadJobs() {
+  return std::vector<JobRecord>();
+}
+
+absl::StatusOr<std::shared_ptr<EventLog>> MemoryJobStore::OpenJobLog(
+    const std::string& job_id, absl::FunctionRef<void(const v1::JobEvent&)>) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<EventLog>& log = logs_[job_id];
+  if (log == nullptr) log = EventLog::InMemory();
+  return log;
+}
+
+std::shared_ptr<EventLog> MemoryJobStore::OpenFinishedJobLog(
+    const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<EventLog>& log = logs_[job_id];
+  if (log == nullptr) log = EventLog::InMemory();
+  return log;
+}
+
+absl::StatusOr<StorageUsage> MemoryJobStore::TenantUsage(const std::string&) {
+  return absl::UnimplementedError(
+      "the --ephemeral store keeps nothing on disk: a storage quota "
+      "(--tenant_storage_quota_mib) needs the durable store");
+}
+
+}  // namespace sdg

@@ -1,0 +1,460 @@
+#include "server/store/sqlite_job_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/quote.h"
+#include "server/store/file_util.h"
+
+namespace sdg {
+namespace {
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id TEXT UNIQUE NOT NULL,
+  request BLOB NOT NULL,
+  request_digest TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  create_ns INTEGER NOT NULL,
+  start_ns INTEGER,
+  end_ns INTEGER,
+  reason TEXT NOT NULL DEFAULT '',
+  resumed INTEGER NOT NULL DEFAULT 0,
+  finished BLOB);
+CREATE TABLE IF NOT EXISTS uploads (
+  dataset_id TEXT PRIMARY KEY,
+  dataset BLOB NOT NULL,
+  info TEXT NOT NULL,
+  create_ns INTEGER NOT NULL);
+)sql";
+
+// Columns added after the first release: a store made before them gets them
+// (empty) when it opens. An empty tenant is the one of a server without
+// --auth_tokens_file.
+constexpr struct {
+  const char* table;
+  const char* column;
+  const char* declaration;
+} kAddedColumns[] = {
+    {"jobs", "tenant", "TEXT NOT NULL DEFAULT ''"},
+    {"uploads", "tenant", "TEXT NOT NULL DEFAULT ''"},
+};
+
+int64_t ToNanos(absl::Time time) {
+  return time == absl::InfinitePast() ? 0 : absl::ToUnixNanos(time);
+}
+
+absl::Time FromNanos(int64_t nanos) {
+  return nanos == 0 ? absl::InfinitePast() : absl::FromUnixNanos(nanos);
+}
+
+void BindText(sqlite3_stmt* stmt, int index, const std::string& text) {
+  sqlite3_bind_text(stmt, index, text.data(), static_cast<int>(text.size()),
+                    SQLITE_TRANSIENT);
+}
+
+void BindBlob(sqlite3_stmt* stmt, int index, const std::string& bytes) {
+  sqlite3_bind_blob(stmt, index, bytes.data(), static_cast<int>(bytes.size()),
+                    SQLITE_TRANSIENT);
+}
+
+std::string ColumnBytes(sqlite3_stmt* stmt, int index) {
+  const void* data = sqlite3_column_blob(stmt, index);
+  int size = sqlite3_column_bytes(stmt, index);
+  return data == nullptr ? std::string()
+                         : std::string(static_cast<const char*>(data), size);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
+    const std::string& state_dir) {
+  for (const std::string& dir :
+       {state_dir, state_dir + "/jobs", state_dir + "/uploads"}) {
+    if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
+  }
+  // SQLite reports an unwritable directory late and vaguely; ask first.
+  if (::access(state_dir.c_str(), W_OK) != 0) {
+    return FileError("write to --state_dir", state_dir, errno);
+  }
+  // One server per state_dir: a second would resume the same jobs.
+  const std::string lock_path = state_dir + "/LOCK";
+  UniqueFd lock_fd(
+      ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (lock_fd.get() < 0) return FileError("open", lock_path, errno);
+  if (::flock(lock_fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--state_dir ", state_dir, " is in use by another sdgd (", lock_path,
+        " is locked); give each server its own state_dir"));
+  }
+  const std::string path = state_dir + "/sdgd.db";
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+      nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::FailedPreconditionError(
+        absl::StrCat("open ", path, ": ", message));
+  }
+  std::unique_ptr<SqliteJobStore> store(
+      new SqliteJobStore(state_dir, db, std::move(lock_fd)));
+  absl::MutexLock lock(&store->mu_);
+  sqlite3_busy_timeout(db, 5000);
+  // WAL: readers never block the writer; synchronous=FULL: a committed
+  // transaction survives a power cut, not only a crash.
+  for (const char* sql :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
+    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+      absl::Status error = store->Error(sql);
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": ", error.message()));
+    }
+  }
+  for (const auto& added : kAddedColumns) {
+    const std::string probe = absl::StrCat("SELECT ", added.column, " FROM ",
+                                           added.table, " LIMIT 0");
+    sqlite3_stmt* stmt = nullptr;
+    const bool present =
+        sqlite3_prepare_v2(db, probe.c_str(), -1, &stmt, nullptr) == SQLITE_OK;
+    sqlite3_finalize(stmt);
+    if (present) continue;
+    const std::string alter =
+        absl::StrCat("ALTER TABLE ", added.table, " ADD COLUMN ", added.column,
+                     " ", added.declaration);
+    if (sqlite3_exec(db, alter.c_str(), nullptr, nullptr, nullptr) !=
+        SQLITE_OK) {
+      absl::Status error = store->Error(alter.c_str());
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": ", error.message()));
+    }
+  }
+  return store;
+}
+
+SqliteJobStore::SqliteJobStore(std::string state_dir, sqlite3* db,
+                               UniqueFd lock)
+    : state_dir_(std::move(state_dir)),
+      lock_(std::move(lock)),
+      db_(db),
+      committer_(std::make_unique<LogCommitter>()) {}
+
+SqliteJobStore::~SqliteJobStore() {
+  committer_.reset();
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+std::string SqliteJobStore::JobDir(const std::string& job_id) const {
+  return absl::StrCat(state_dir_, "/jobs/", job_id);
+}
+
+std::string SqliteJobStore::UploadDir(const std::string& dataset_id) const {
+  return absl::StrCat(state_dir_, "/uploads/", dataset_id);
+}
+
+absl::Status SqliteJobStore::Error(const char* what) {
+  const int code = sqlite3_errcode(db_);
+  std::string message =
+      absl::StrCat("SQLite (", state_dir_, "/sdgd.db): ", sqlite3_errmsg(db_));
+  if (code == SQLITE_FULL) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(message, "; free space on the state_dir's volume"));
+  }
+  if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN ||
+      code == SQLITE_PERM) {
+    return absl::FailedPreconditionError(message);
+  }
+  if (code == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(message);
+  return absl::InternalError(message);
+}
+
+absl::Status SqliteJobStore::Execute(
+    const char* sql, absl::FunctionRef<void(sqlite3_stmt*)> bind) {
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
+    return Error(sql);
+  }
+  bind(stmt);
+  int rc = sqlite3_step(stmt);
+  absl::Status status =
+      rc == SQLITE_DONE || rc == SQLITE_ROW ? absl::OkStatus() : Error(sql);
+  sqlite3_finalize(stmt);
+  return status;
+}
+
+absl::StatusOr<std::unique_ptr<DatasetBuilder>> SqliteJobStore::NewJobDataset(
+    const std::string& job_id) {
+  const std::string dir = JobDir(job_id);
+  if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
+  return DatasetBuilder::InDirectory(dir);
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> SqliteJobStore::UseUploadedDataset(
+    const std::string& dataset_id, const std::string& job_id) {
+  const std::string from = UploadDir(dataset_id);
+  const std::string to = JobDir(job_id);
+  if (absl::Status s = MakeDirectories(to); !s.ok()) return s;
+  // Hard links: the job keeps its rows if the upload is removed, at no cost.
+  for (const char* name : {"rows.bin", "rows.idx"}) {
+    std::string source = absl::StrCat(from, "/", name);
+    std::string target = absl::StrCat(to, "/", name);
+    ::unlink(target.c_str());
+    if (::link(source.c_str(), target.c_str()) != 0) {
+      return FileError("link", source, errno);
+    }
+  }
+  if (absl::Status s = SyncDirectory(to); !s.ok()) return s;
+  return Dataset::OpenDirectory(to);
+}
+
+void SqliteJobStore::DiscardJobDataset(const std::string& job_id) {
+  (void)RemoveTree(JobDir(job_id));
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> SqliteJobStore::OpenJobDataset(
+    const std::string& job_id) {
+  return Dataset::OpenDirectory(JobDir(job_id));
+}
+
+absl::StatusOr<std::unique_ptr<DatasetBuilder>> SqliteJobStore::NewUpload(
+    const std::string& dataset_id) {
+  const std::string dir = UploadDir(dataset_id);
+  if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
+  return DatasetBuilder::InDirectory(dir);
+}
+
+absl::Status SqliteJobStore::SaveUpload(const StoredDataset& dataset) {
+  absl::MutexLock lock(&mu_);
+  return Execute(
+      "INSERT INTO uploads (dataset_id, dataset, info, create_ns, tenant) "
+      "VALUES (?, ?, ?, ?, ?)",
+      [&](sqlite3_stmt* stmt) {
+        BindText(stmt, 1, dataset.dataset.dataset_id());
+        BindBlob(stmt, 2, dataset.dataset.SerializeAsString());
+        BindText(stmt, 3, dataset.info.ToJson());
+        sqlite3_bind_int64(stmt, 4, ToNanos(dataset.create_time));
+        BindText(stmt, 5, dataset.tenant);
+      });
+}
+
+void SqliteJobStore::DiscardUpload(const std::string& dataset_id) {
+  (void)RemoveTree(UploadDir(dataset_id));
+}
+
+absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
+    const std::string& dataset_id) {
+  absl::MutexLock lock(&mu_);
+  std::optional<StoredDataset> found;
+  absl::Status info_status;
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT dataset, info, create_ns, tenant FROM uploads "
+                         "WHERE dataset_id = ?",
+                         -1, &stmt, nullptr) != SQLITE_OK) {
+    return Error("select upload");
+  }
+  BindText(stmt, 1, dataset_id);
+  if (sqlite3_step(stmt) == SQLITE_ROW) {
+    StoredDataset stored;
+    stored.dataset.ParseFromString(ColumnBytes(stmt, 0));
+    absl::StatusOr<DatasetInfo> info =
+        DatasetInfo::FromJson(ColumnBytes(stmt, 1));
+    stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
+    stored.tenant = ColumnBytes(stmt, 3);
+    if (info.ok()) {
+      stored.info = *std::move(info);
+      found = std::move(stored);
+    } else {
+      info_status = info.status();
+    }
+  }
+  sqlite3_finalize(stmt);
+  if (!info_status.ok()) return info_status;
+  if (!found.has_value()) {
+    return NoSuchUpload(dataset_id);
+  }
+  return *std::move(found);
+}
+
+absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
+  std::vector<std::string> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_,
+                           "SELECT dataset_id FROM uploads WHERE create_ns < ?",
+                           -1, &stmt, nullptr) != SQLITE_OK) {
+      return Error("select uploads");
+    }
+    sqlite3_bind_int64(stmt, 1, ToNanos(cutoff));
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      expired.push_back(ColumnBytes(stmt, 0));
+    }
+    sqlite3_finalize(stmt);
+    for (const std::string& id : expired) {
+      if (absl::Status s = Execute(
+              "DELETE FROM uploads WHERE dataset_id = ?",
+              [&](sqlite3_stmt* delete_stmt) { BindText(delete_stmt, 1, id); });
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  for (const std::string& id : expired) DiscardUpload(id);
+  return static_cast<int>(expired.size());
+}
+
+absl::Status SqliteJobStore::AddJob(const JobRecord& record) {
+  absl::MutexLock lock(&mu_);
+  return Execute(
+      "INSERT INTO jobs (job_id, request, request_digest, state, create_ns, "
+      "tenant) VALUES (?, ?, ?, ?, ?, ?)",
+      [&](sqlite3_stmt* stmt) {
+        BindText(stmt, 1, record.job_id);
+        BindBlob(stmt, 2, record.request.SerializeAsString());
+        BindText(stmt, 3, record.request_digest);
+        sqlite3_bind_int(stmt, 4, record.state);
+        sqlite3_bind_int64(stmt, 5, ToNanos(record.create_time));
+        BindText(stmt, 6, record.tenant);
+      });
+}
+
+absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
+  absl::MutexLock lock(&mu_);
+  return Execute(
+      "UPDATE jobs SET state = ?, start_ns = ?, end_ns = ?, reason = ?, "
+      "resumed = ?, finished = ? WHERE job_id = ?",
+      [&](sqlite3_stmt* stmt) {
+        sqlite3_bind_int(stmt, 1, record.state);
+        sqlite3_bind_int64(stmt, 2, ToNanos(record.start_time));
+        sqlite3_bind_int64(stmt, 3, ToNanos(record.end_time));
+        BindText(stmt, 4, record.reason);
+        sqlite3_bind_int(stmt, 5, record.resumed);
+        BindBlob(stmt, 6, record.finished.SerializeAsString());
+        BindText(stmt, 7, record.job_id);
+      });
+}
+
+absl::Status SqliteJobStore::RemoveJob(const std::string& job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s =
+            Execute("DELETE FROM jobs WHERE job_id = ?",
+                    [&](sqlite3_stmt* stmt) { BindText(stmt, 1, job_id); });
+        !s.ok()) {
+      return s;
+    }
+  }
+  return RemoveTree(JobDir(job_id));
+}
+
+absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(
+          db_,
+          "SELECT job_id, request, request_digest, state, create_ns, "
+          "start_ns, end_ns, reason, resumed, finished, tenant FROM jobs "
+          "ORDER BY seq",
+          -1, &stmt, nullptr) != SQLITE_OK) {
+    return Error("select jobs");
+  }
+  std::vector<JobRecord> records;
+  int rc;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    JobRecord& record = records.emplace_back();
+    record.job_id = ColumnBytes(stmt, 0);
+    record.request.ParseFromString(ColumnBytes(stmt, 1));
+    record.request_digest = ColumnBytes(stmt, 2);
+    record.state = static_cast<v1::JobState>(sqlite3_column_int(stmt, 3));
+    record.create_time = FromNanos(sqlite3_column_int64(stmt, 4));
+    record.start_time = FromNanos(sqlite3_column_int64(stmt, 5));
+    record.end_time = FromNanos(sqlite3_column_int64(stmt, 6));
+    record.reason = ColumnBytes(stmt, 7);
+    record.resumed = sqlite3_column_int(stmt, 8);
+    record.finished.ParseFromString(ColumnBytes(stmt, 9));
+    record.tenant = ColumnBytes(stmt, 10);
+  }
+  absl::Status status = rc == SQLITE_DONE ? absl::OkStatus() : Error("jobs");
+  sqlite3_finalize(stmt);
+  if (!status.ok()) return status;
+  return records;
+}
+
+absl::StatusOr<std::shared_ptr<EventLog>> SqliteJobStore::OpenJobLog(
+    const std::string& job_id,
+    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+  const std::string dir = JobDir(job_id);
+  if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<EventLog>> log =
+      EventLog::OpenFile(dir + "/events.log", *committer_, replay);
+  if (log.ok()) {
+    if (absl::Status s = SyncDirectory(dir); !s.ok()) return s;
+  }
+  return log;
+}
+
+std::shared_ptr<EventLog> SqliteJobStore::OpenFinishedJobLog(
+    const std::string& job_id) {
+  return EventLog::OpenFinished(JobDir(job_id) + "/events.log");
+}
+
+absl::StatusOr<std::vector<std::string>> SqliteJobStore::IdsOfTenant(
+    const char* sql, const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
+    return Error(sql);
+  }
+  BindText(stmt, 1, tenant);
+  std::vector<std::string> ids;
+  while (sqlite3_step(stmt) == SQLITE_ROW) ids.push_back(ColumnBytes(stmt, 0));
+  sqlite3_finalize(stmt);
+  return ids;
+}
+
+absl::StatusOr<StorageUsage> SqliteJobStore::TenantUsage(
+    const std::string& tenant) {
+  absl::StatusOr<std::vector<std::string>> uploads =
+      IdsOfTenant("SELECT dataset_id FROM uploads WHERE tenant = ?", tenant);
+  if (!uploads.ok()) return uploads.status();
+  absl::StatusOr<std::vector<std::string>> jobs =
+      IdsOfTenant("SELECT job_id FROM jobs WHERE tenant = ?", tenant);
+  if (!jobs.ok()) return jobs.status();
+  // The files are stat'ed outside mu_. A job's dataset linked from an
+  // upload is one inode: counted once, with the upload.
+  std::set<std::pair<dev_t, ino_t>> counted;
+  auto size_of = [&counted](const std::string& path) -> int64_t {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) return 0;  // not (or no longer) there
+    if (!counted.emplace(info.st_dev, info.st_ino).second) return 0;
+    return info.st_size;
+  };
+  StorageUsage usage;
+  for (const std::string& id : *uploads) {
+    for (const char* name : {"/rows.bin", "/rows.idx"}) {
+      usage.upload_bytes += size_of(UploadDir(id) + name);
+    }
+  }
+  for (const std::string& id : *jobs) {
+    for (const char* name : {"/rows.bin", "/rows.idx"}) {
+      usage.dataset_bytes += size_of(JobDir(id) + name);
+    }
+    usage.result_bytes += size_of(JobDir(id) + "/events.log");
+  }
+  return usage;
+}
+
+}  // namespace sdg

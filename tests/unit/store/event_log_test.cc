@@ -1,0 +1,334 @@
+// The event log on its own: what a reader sees is what was committed, in
+// order; a reopened file gives back every whole record and cuts a torn tail;
+// a file that cannot be written says so and names it.
+#include "server/store/event_log.h"
+
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/synchronization/notification.h"
+#include "tests/testing/subprocess.h"
+
+namespace sdg {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::JobEvent ResultOfShard(int64_t shard) {
+  v1::JobEvent event;
+  event.set_job_id("j");
+  event.mutable_shard_result()->set_shard_index(shard);
+  v1::ResultRow* row = event.mutable_shard_result()->add_rows();
+  row->set_row_index(shard);
+  (*row->mutable_columns()->mutable_fields())["output"].set_string_value(
+      "text of shard " + std::to_string(shard));
+  return event;
+}
+
+// Every event a new reader gets after `after`, and how the log ends for it.
+std::vector<uint64_t> SequencesAfter(EventLog& log, uint64_t after) {
+  std::vector<uint64_t> sequences;
+  auto reader = log.Read(after);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  while (true) {
+    auto next = (*reader)->Next();
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (!next.ok() || !next->has_value()) break;
+    sequences.push_back((*next)->sequence);
+  }
+  return sequences;
+}
+
+std::vector<int64_t> ReplayShards(const std::string& path,
+                                  LogCommitter& committer,
+                                  std::shared_ptr<EventLog>* out = nullptr) {
+  std::vector<int64_t> shards;
+  auto log = EventLog::OpenFile(path, committer, [&](const v1::JobEvent& e) {
+    shards.push_back(e.shard_result().shard_index());
+  });
+  EXPECT_TRUE(log.ok()) << log.status();
+  if (out != nullptr && log.ok()) *out = *log;
+  return shards;
+}
+
+class EventLogTest : public ::testing::Test {
+ protected:
+  // Opens the file log, commits `count` shard results and, if `end`, the
+  // log's end; returns the log (still open).
+  std::shared_ptr<EventLog> WriteShards(LogCommitter& committer, int count,
+                                        bool end = false) {
+    std::shared_ptr<EventLog> log;
+    ReplayShards(path_, committer, &log);
+    for (int i = 0; i < count; ++i) {
+      v1::JobEvent event = ResultOfShard(i);
+      log->Append(event);
+    }
+    if (end) log->End(absl::OkStatus());
+    log->AwaitCommitted();
+    return log;
+  }
+
+  std::string path_ = testing::MakeTempDir() + "/events.log";
+};
+
+TEST_F(EventLogTest, MemoryLogNumbersEventsAndReadsThemInOrder) {
+  auto log = EventLog::InMemory();
+  for (int i = 0; i < 3; ++i) {
+    v1::JobEvent event = ResultOfShard(i);
+    EXPECT_EQ(log->Append(event), static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(event.sequence(), static_cast<uint64_t>(i + 1));
+  }
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3));
+  EXPECT_THAT(SequencesAfter(*log, 2), ElementsAre(3));
+  EXPECT_THAT(SequencesAfter(*log, 3), ElementsAre());
+}
+
+TEST_F(EventLogTest, ReaderEndsOnlyOnceTheEndIsCommittedAndRead) {
+  auto log = EventLog::InMemory();
+  v1::JobEvent event = ResultOfShard(0);
+  log->Append(event);
+  auto reader = *log->Read(0);
+  EXPECT_EQ(reader->End(), std::nullopt);  // more may come
+  log->End(absl::OkStatus());
+  EXPECT_EQ(reader->End(), std::nullopt);  // one event still to read
+  ASSERT_TRUE((*reader->Next()).has_value());
+  EXPECT_EQ(reader->End(), absl::OkStatus());
+}
+
+TEST_F(EventLogTest, NotifyAfterRunsOnTheNextCommitNotBefore) {
+  auto log = EventLog::InMemory();
+  int calls = 0;
+  EXPECT_TRUE(log->NotifyAfter(0, [&] { ++calls; }));
+  EXPECT_EQ(calls, 0);
+  v1::JobEvent event = ResultOfShard(0);
+  log->Append(event);
+  EXPECT_EQ(calls, 1);
+  // Already committed after 0: nothing to wait for.
+  EXPECT_FALSE(log->NotifyAfter(0, [&] { ++calls; }));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST_F(EventLogTest, FileLogIsReadBackOnlyOnceCommitted) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log;
+  EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre());
+  for (int i = 0; i < 50; ++i) {
+    v1::JobEvent event = ResultOfShard(i);
+    log->Append(event);
+  }
+  log->AwaitCommitted();
+  EXPECT_EQ(log->last_sequence(), 50u);
+  EXPECT_EQ(SequencesAfter(*log, 45).size(), 5u);
+  // Group commit: 50 appends in far fewer rounds is likely but not certain
+  // on a loaded machine, so only the upper bound is asserted.
+  EXPECT_LE(committer.rounds(), 50);
+  log.reset();
+
+  std::vector<int64_t> replayed = ReplayShards(path_, committer, &log);
+  ASSERT_EQ(replayed.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(replayed[i], i);
+  // Appends go on after the last sequence.
+  v1::JobEvent event = ResultOfShard(50);
+  EXPECT_EQ(log->Append(event), 51u);
+}
+
+TEST_F(EventLogTest, TornTailIsCutAndNotParsed) {
+  LogCommitter committer;
+  WriteShards(committer, 3);
+  const auto whole = std::filesystem::file_size(path_);
+  {
+    // A crash mid-write: the first 20 bytes of a fourth record.
+    v1::JobEvent event = ResultOfShard(3);
+    event.set_sequence(4);
+    std::string payload = event.SerializeAsString();
+    std::string partial(16, '\x01');
+    partial += payload.substr(0, 4);
+    std::ofstream(path_, std::ios::app | std::ios::binary) << partial;
+  }
+  EXPECT_EQ(std::filesystem::file_size(path_), whole + 20);
+  std::shared_ptr<EventLog> log;
+  EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre(0, 1, 2));
+  EXPECT_EQ(std::filesystem::file_size(path_), whole);
+  v1::JobEvent event = ResultOfShard(3);
+  EXPECT_EQ(log->Append(event), 4u);
+  log->AwaitCommitted();
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4));
+}
+
+TEST_F(EventLogTest, AGroupIsReadWholeAndAGroupTornMidwayIsCutWhole) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log = WriteShards(committer, 1);
+  const auto before_group = std::filesystem::file_size(path_);
+  std::vector<v1::JobEvent> group = {ResultOfShard(1), ResultOfShard(1),
+                                     ResultOfShard(1)};
+  EXPECT_EQ(log->AppendGroup(absl::MakeSpan(group)), 4u);
+  log->AwaitCommitted();
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4));
+  const auto after_group = std::filesystem::file_size(path_);
+  log.reset();
+  // A crash after the group's second record reached the disk: its first
+  // two records are whole, but the group is not.
+  const auto third_record = group[2].ByteSizeLong() + 16;
+  std::filesystem::resize_file(path_, after_group - third_record);
+  EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre(0));
+  EXPECT_EQ(std::filesystem::file_size(path_), before_group);
+  v1::JobEvent event = ResultOfShard(1);
+  EXPECT_EQ(log->Append(event), 2u);
+}
+
+TEST_F(EventLogTest, FlippedByteEndsTheLogThere) {
+  LogCommitter committer;
+  WriteShards(committer, 3);
+  // Damage the last record's payload: its CRC no longer matches.
+  const auto size = std::filesystem::file_size(path_);
+  {
+    std::fstream file(path_, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(size) - 2);
+    file.put('\xff');
+  }
+  EXPECT_THAT(ReplayShards(path_, committer), ElementsAre(0, 1));
+}
+
+TEST_F(EventLogTest, FinishedLogIsReadToItsEnd) {
+  LogCommitter committer;
+  WriteShards(committer, 4, /*end=*/true);
+  auto finished = EventLog::OpenFinished(path_);
+  auto reader = *finished->Read(1);
+  int read = 0;
+  while ((*reader->Next()).has_value()) ++read;
+  EXPECT_EQ(read, 3);
+  EXPECT_EQ(reader->End(), absl::OkStatus());
+  EXPECT_EQ(finished->last_sequence(), 4u);
+}
+
+TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log = WriteShards(committer, 3);
+  const auto committed_size = std::filesystem::file_size(path_);
+
+  // The file may not grow past 100 more bytes (this test's process only):
+  // the next commit fails part way, as on a full disk.
+  ::signal(SIGXFSZ, SIG_IGN);
+  rlimit original{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &original), 0);
+  rlimit small = original;
+  small.rlim_cur = committed_size + 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Notification failed;
+  absl::Status error;
+  log->SetOnCommitError([&](absl::Status status) {
+    error = status;
+    failed.Notify();
+  });
+  v1::JobEvent big = ResultOfShard(3);
+  (*big.mutable_shard_result()
+        ->mutable_rows(0)
+        ->mutable_columns()
+        ->mutable_fields())["output"]
+      .set_string_value(std::string(1000, 'y'));
+  log->Append(big);
+  failed.WaitForNotification();
+  log->AwaitCommitted();  // returns: committing has failed
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &original), 0);
+
+  EXPECT_EQ(error.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(error.message(), HasSubstr(path_));
+  EXPECT_EQ(log->last_sequence(), 3u);
+  // Cut back to the last whole record: nothing committed is damaged.
+  EXPECT_EQ(std::filesystem::file_size(path_), committed_size);
+  auto reader = *log->Read(0);
+  int read = 0;
+  while ((*reader->Next()).has_value()) ++read;
+  EXPECT_EQ(read, 3);
+  EXPECT_EQ(reader->End()->code(), absl::StatusCode::kResourceExhausted);
+  log.reset();
+  EXPECT_THAT(ReplayShards(path_, committer), ElementsAre(0, 1, 2));
+}
+
+TEST_F(EventLogTest, AReaderGetsEachEventAsAppendedWithItsCase) {
+  auto log = EventLog::InMemory();
+  v1::JobEvent result = ResultOfShard(7);
+  log->Append(result);
+  v1::JobEvent stage_rows;
+  stage_rows.set_job_id("j");
+  stage_rows.mutable_stage_rows()->set_shard_index(1);
+  log->Append(stage_rows);
+  auto reader = *log->Read(0);
+
+  auto first = *reader->Next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->sequence, 1u);
+  EXPECT_EQ(first->event_case, v1::JobEvent::kShardResult);
+  v1::JobEvent parsed;
+  ASSERT_TRUE(parsed.ParseFromString(first->bytes));
+  EXPECT_EQ(parsed.SerializeAsString(), result.SerializeAsString());
+  auto second = *reader->Next();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->event_case, v1::JobEvent::kStageRows);
+  EXPECT_EQ((*reader->Next()), std::nullopt);
+}
+
+TEST_F(EventLogTest, AReaderReadsOnPastWhatItReadAheadAsMoreIsCommitted) {
+  LogCommitter committer;
+  std::shared_ptr<EventLog> log;
+  ReplayShards(path_, committer, &log);
+  // Events of about 100 KB: a read-ahead chunk holds two or three.
+  auto append = [&](int shard) {
+    v1::JobEvent event = ResultOfShard(shard);
+    (*event.mutable_shard_result()
+          ->mutable_rows(0)
+          ->mutable_columns()
+          ->mutable_fields())["output"]
+        .set_string_value(std::string(100'000, 'a' + shard % 26));
+    log->Append(event);
+  };
+  auto reader = *log->Read(0);
+  std::vector<int64_t> shards;
+  auto read_all = [&] {
+    while (true) {
+      auto next = reader->Next();
+      ASSERT_TRUE(next.ok()) << next.status();
+      if (!next->has_value()) return;
+      v1::JobEvent event;
+      ASSERT_TRUE(event.ParseFromString((*next)->bytes));
+      EXPECT_EQ(
+          event.shard_result()
+              .rows(0)
+              .columns()
+              .fields()
+              .at("output")
+              .string_value(),
+          std::string(100'000, 'a' + event.shard_result().shard_index() % 26));
+      shards.push_back(event.shard_result().shard_index());
+    }
+  };
+  for (int shard = 0; shard < 5; ++shard) append(shard);
+  log->AwaitCommitted();
+  read_all();
+  for (int shard = 5; shard < 8; ++shard) append(shard);
+  log->AwaitCommitted();
+  read_all();
+  EXPECT_THAT(shards, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+TEST_F(EventLogTest, UnwritableFileIsResourceExhaustedNamingIt) {
+  // /dev/full takes the open and refuses every write: a full disk.
+  LogCommitter committer;
+  auto log =
+      EventLog::OpenFile("/dev/full", committer, [](const v1::JobEvent&) {});
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(log.status().message(), HasSubstr("/dev/full"));
+}
+
+}  // namespace
+}  // namespace sdg
