@@ -2,7 +2,7 @@
 # Builds the benchmarks (Release) and runs them all, side by side in one go:
 # results go to bench/results/, the backend comparison also to
 # docs/BENCHMARKS.md and docs/benchmarks/backend.png. Not part of the test
-# suite. Takes about ten minutes on 2 cores.
+# suite. Takes about fifteen minutes on 2 cores.
 #   SDG_BENCH_BEFORE=COMMIT bench/run.sh
 # also builds sdgd at COMMIT (build/before) and runs each sdgd scenario of
 # the backend comparison on it too, for a before-and-after table.
@@ -37,3 +37,10 @@ echo "== the job store: durable vs --ephemeral, a 1,000,000-row job's memory, re
 /usr/bin/python3 "$root/bench/durable_bench.py" --build "$build"
 echo "== a pipeline streamed vs block by block (examples/pipelines/knowledge, 1,000 seeds)"
 /usr/bin/python3 "$root/bench/pipeline_bench.py" --build "$build"
+echo "== finished jobs stored: Get/List/Create with 5,000 and 50,000, restart"
+stored_state=$(mktemp -d)
+"$build/bench/stored_jobs_bench" populate "$stored_state/state" 50000 2> /dev/null |
+  tee "$root/bench/results/stored_jobs.jsonl"
+"$build/bench/stored_jobs_bench" restart "$stored_state/state" 2> /dev/null |
+  tee -a "$root/bench/results/stored_jobs.jsonl"
+rm -rf "$stored_state"

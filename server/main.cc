@@ -11,6 +11,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "base/allocator.h"
 #include "base/environment.h"
@@ -90,6 +91,9 @@ ABSL_FLAG(bool, reflection, true,
           "serve gRPC reflection (grpcurl list/describe) to every caller");
 ABSL_FLAG(int, max_request_mib, 256,
           "largest GenerateJob request (the inline dataset), in MiB");
+ABSL_FLAG(bool, mutex_deadlock_detection, false,
+          "check every mutex acquisition for lock-order cycles (Abseil's "
+          "deadlock detector: for debugging a hang; slow)");
 
 namespace {
 
@@ -201,6 +205,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   sdg::SetLogLevel(level);
+  // Debian's Abseil checks every acquisition against one global graph of
+  // every mutex ever locked (a Job has one): with tens of thousands of jobs
+  // that serializes the server. The unit and integration tests, which run
+  // the same locks in-process, keep it on.
+  absl::SetMutexDeadlockDetectionMode(
+      absl::GetFlag(FLAGS_mutex_deadlock_detection)
+          ? absl::OnDeadlockCycle::kAbort
+          : absl::OnDeadlockCycle::kIgnore);
 
   // Before any other thread exists, so that every thread inherits the mask.
   absl::Notification shutdown_requested;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "base/periodic_task.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/store/memory_job_store.h"
 #include "server/store/sqlite_job_store.h"
@@ -129,6 +130,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   absl::StatusOr<int> resumed = server->service_->ResumeStoredJobs();
   if (!resumed.ok()) return resumed.status();
   server->resumed_jobs_ = *resumed;
+  server->service_->RemoveExpired();
+  server->retention_ = std::make_unique<PeriodicTask>(
+      server->service_->RetentionPeriod(),
+      [service = server->service_.get()] { service->RemoveExpired(); });
 
   grpc::EnableDefaultHealthCheckService(true);
   // The default health service carries no protobuf descriptors; linking

@@ -17,13 +17,15 @@
 #include "server/api/transport_security.h"
 #include "server/backend/backend.h"
 #include "server/http/http_client.h"
-#include "server/store/job_store.h"
 #include "server/observability/metrics.h"
 #include "server/observability/metrics_server.h"
 #include "server/scheduling/scheduler.h"
 #include "server/scheduling/shard_runner.h"
+#include "server/store/job_store.h"
 
 namespace sdg {
+
+class PeriodicTask;
 
 // Health service names: "" and kServiceName turn NOT_SERVING when shutdown
 // starts (readiness); kLivenessService stays SERVING until the process ends.
@@ -97,6 +99,8 @@ class Server {
   std::unique_ptr<ShardRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<GenerationService> service_;
+  // Runs the service's RemoveExpired; stopped before the service goes.
+  std::unique_ptr<PeriodicTask> retention_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;
   int resumed_jobs_ = 0;

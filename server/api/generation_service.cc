@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -302,7 +304,6 @@ absl::StatusOr<StorageUsage> GenerationService::UsageWithinQuota(
 }
 
 absl::StatusOr<int> GenerationService::ResumeStoredJobs() {
-  PruneUploads();
   absl::StatusOr<std::vector<JobRecord>> records = store_.LoadJobs();
   if (!records.ok()) return records.status();
   int resumed = 0;
@@ -481,7 +482,6 @@ grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
   if (!caller.ok()) {
     return DatasetUploadReactor::Refuse(store_, caller.status());
   }
-  PruneUploads();
   absl::StatusOr<StorageUsage> usage = UsageWithinQuota(*caller);
   if (!usage.ok()) return DatasetUploadReactor::Refuse(store_, usage.status());
   DatasetUploadReactor::Limits limits;
@@ -489,6 +489,18 @@ grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
   limits.quota_bytes = options_.tenant_storage_quota_bytes;
   limits.usage = *usage;
   return DatasetUploadReactor::Start(store_, caller->tenant, limits, response);
+}
+
+void GenerationService::RemoveExpired() {
+  if (const int removed = registry_.RemoveExpired(absl::Now()); removed > 0) {
+    Log(LogLevel::kInfo, "expired jobs removed", {{"jobs", removed}});
+  }
+  PruneUploads();
+}
+
+absl::Duration GenerationService::RetentionPeriod() const {
+  return std::clamp(options_.job_retention / 10, absl::Seconds(1),
+                    absl::Minutes(1));
 }
 
 void GenerationService::PruneUploads() {

@@ -18,9 +18,9 @@
 #include "server/api/job_registry.h"
 #include "server/api/wire.h"
 #include "server/jobs/job_spec.h"
-#include "server/store/job_store.h"
 #include "server/observability/metrics.h"
 #include "server/scheduling/scheduler.h"
+#include "server/store/job_store.h"
 
 namespace sdg {
 
@@ -97,6 +97,14 @@ class GenerationService final : public GenerationServiceBase {
       const v1::GetStorageUsageRequest* request,
       v1::StorageUsage* response) override;
 
+  // Removes finished jobs and uploads past the retention from the registry
+  // and the store. Blocks on the store: the server runs it on a thread of
+  // its own, every RetentionPeriod().
+  void RemoveExpired();
+  // How often RemoveExpired runs: a tenth of the retention, from a second
+  // to a minute, so a job outlives its retention by at most that.
+  absl::Duration RetentionPeriod() const;
+
   // Shutdown, in order: refuse new jobs (UNAVAILABLE), let running ones end
   // until a deadline, then suspend or cancel the rest.
   void StartDraining();
@@ -126,7 +134,7 @@ class GenerationService final : public GenerationServiceBase {
   // What `caller`'s tenant holds, or RESOURCE_EXHAUSTED when that is its
   // storage quota or more. Reads the store only when there is a quota.
   absl::StatusOr<StorageUsage> UsageWithinQuota(const Caller& caller) const;
-  // Removes uploads older than the retention (each upload and each start).
+  // Removes uploads older than the retention.
   void PruneUploads();
   // A stored job as a Job; unfinished ones are resumed.
   absl::Status Restore(JobRecord record);

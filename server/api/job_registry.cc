@@ -7,6 +7,12 @@
 #include "base/quote.h"
 
 namespace sdg {
+namespace {
+
+// Jobs looked at per turn of the registry's lock while a page is filled.
+constexpr size_t kListBatch = 256;
+
+}  // namespace
 
 absl::Status JobIdTaken(const std::string& job_id) {
   return absl::AlreadyExistsError(
@@ -17,7 +23,6 @@ absl::Status JobIdTaken(const std::string& job_id) {
 
 absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
   absl::MutexLock lock(&mu_);
-  PruneLocked();
   auto [it, inserted] = positions_.try_emplace(job->id(), next_position_);
   if (!inserted) return JobIdTaken(job->id());
   jobs_[next_position_++] = std::move(job);
@@ -26,23 +31,33 @@ absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
     const std::string& job_id, const Caller& caller) {
-  absl::MutexLock lock(&mu_);
-  PruneLocked();
-  auto it = positions_.find(job_id);
-  if (it == positions_.end() || !caller.Owns(jobs_.at(it->second)->tenant())) {
+  std::shared_ptr<Job> job;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = positions_.find(job_id);
+    if (it != positions_.end()) job = jobs_.at(it->second);
+  }
+  if (job == nullptr || !caller.Owns(job->tenant()) ||
+      Expired(*job, absl::Now())) {
     return absl::NotFoundError(
         absl::StrCat("no job ", Quoted(job_id), " (finished jobs are kept for ",
                      absl::FormatDuration(retention_), ")"));
   }
-  return jobs_.at(it->second);
+  return job;
 }
 
-std::vector<std::shared_ptr<Job>> JobRegistry::List() {
+std::vector<std::shared_ptr<Job>> JobRegistry::All() {
   absl::MutexLock lock(&mu_);
-  PruneLocked();
   std::vector<std::shared_ptr<Job>> jobs;
   jobs.reserve(jobs_.size());
   for (const auto& [position, job] : jobs_) jobs.push_back(job);
+  return jobs;
+}
+
+std::vector<std::shared_ptr<Job>> JobRegistry::List() {
+  std::vector<std::shared_ptr<Job>> jobs = All();
+  const absl::Time now = absl::Now();
+  std::erase_if(jobs, [&](const auto& job) { return Expired(*job, now); });
   return jobs;
 }
 
@@ -68,40 +83,53 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
     return absl::InvalidArgumentError(
         "page_token: not a token from ListJobs' next_page_token");
   }
-  absl::MutexLock lock(&mu_);
-  PruneLocked();
+  // The candidates are copied under the lock and looked at after it, so
+  // that no job's mutex is taken under the registry's.
+  std::vector<std::pair<uint64_t, std::shared_ptr<Job>>> candidates;
+  const absl::Time now = absl::Now();
+  uint64_t last_listed = after;
   Page page;
-  for (auto it = jobs_.upper_bound(after); it != jobs_.end(); ++it) {
-    if (!caller.Owns(it->second->tenant())) continue;
-    if (state != v1::JOB_STATE_UNSPECIFIED &&
-        it->second->Snapshot().state() != state) {
-      continue;
+  while (true) {
+    candidates.clear();
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = jobs_.upper_bound(after);
+           it != jobs_.end() && candidates.size() < kListBatch; ++it) {
+        if (caller.Owns(it->second->tenant())) candidates.push_back(*it);
+        after = it->first;
+      }
     }
-    if (static_cast<int>(page.jobs.size()) == size) {
-      page.next_page_token = absl::StrCat(std::prev(it)->first);
-      break;
+    if (candidates.empty()) return page;
+    for (const auto& [position, job] : candidates) {
+      if (Expired(*job, now)) continue;
+      if (state != v1::JOB_STATE_UNSPECIFIED && job->state() != state) continue;
+      if (static_cast<int>(page.jobs.size()) == size) {
+        page.next_page_token = absl::StrCat(last_listed);
+        return page;
+      }
+      page.jobs.push_back(job);
+      last_listed = position;
     }
-    page.jobs.push_back(it->second);
   }
-  return page;
 }
 
-void JobRegistry::PruneLocked() {
-  const absl::Time cutoff = absl::Now() - retention_;
-  for (auto it = jobs_.begin(); it != jobs_.end();) {
-    const Job& job = *it->second;
-    const absl::Time end = job.end_time();
-    if (end == absl::InfinitePast() || end > cutoff || !job.IsFinished()) {
-      ++it;
-      continue;
-    }
-    if (absl::Status removed = store_.RemoveJob(job.id()); !removed.ok()) {
+bool JobRegistry::Expired(const Job& job, absl::Time now) const {
+  const absl::Time end = job.end_time();
+  return end != absl::InfinitePast() && end <= now - retention_ &&
+         job.IsFinished();
+}
+
+int JobRegistry::RemoveExpired(absl::Time now) {
+  std::vector<std::shared_ptr<Job>> expired = All();
+  std::erase_if(expired, [&](const auto& job) { return !Expired(*job, now); });
+  for (const std::shared_ptr<Job>& job : expired) {
+    Remove(job->id());
+    if (absl::Status removed = store_.RemoveJob(job->id()); !removed.ok()) {
       Log(LogLevel::kWarning, "job store: cannot remove an expired job",
-          {{"job_id", job.id()}, {"error", std::string(removed.message())}});
+          {{"job_id", job->id()}, {"error", std::string(removed.message())}});
     }
-    positions_.erase(job.id());
-    it = jobs_.erase(it);
   }
+  return static_cast<int>(expired.size());
 }
 
 }  // namespace sdg

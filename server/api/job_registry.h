@@ -1,8 +1,11 @@
 // The jobs this server knows: running ones and, for a retention period,
 // finished ones (for GetJob, ListJobs, WatchJob and CancelJob). A finished
-// job past its retention is removed from the store as well. A caller finds
-// only the jobs it owns (authenticator.h): another tenant's job is NOT_FOUND,
-// as if it did not exist.
+// job past its retention is no longer found or listed, and RemoveExpired
+// (run on a period by the server, never inside a call) removes it from the
+// store as well. No call walks every job: Find and Add cost the same with
+// fifty thousand jobs stored as with none. A caller finds only the jobs it
+// owns (authenticator.h): another tenant's job is NOT_FOUND, as if it did
+// not exist.
 #ifndef SDG_SERVER_API_JOB_REGISTRY_H_
 #define SDG_SERVER_API_JOB_REGISTRY_H_
 
@@ -42,6 +45,10 @@ class JobRegistry {
   std::vector<std::shared_ptr<Job>> Unfinished();
   // Forgets a job (a job that was never admitted, or a deleted one).
   void Remove(const std::string& job_id);
+  // Forgets the jobs that finished before `now` - retention and removes them
+  // from the store; returns how many. Walks every job, outside the lock that
+  // Find and Add take, and writes to the store after that lock is released.
+  int RemoveExpired(absl::Time now);
 
   // Up to `size` of the caller's jobs in `state` (UNSPECIFIED: any), oldest
   // first, after the position `page_token` names ("" for the first page).
@@ -55,7 +62,10 @@ class JobRegistry {
                                 v1::JobState state);
 
  private:
-  void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every job, expired or not, oldest first.
+  std::vector<std::shared_ptr<Job>> All();
+  // Finished, and finished before `now` - retention.
+  bool Expired(const Job& job, absl::Time now) const;
 
   const absl::Duration retention_;
   JobStore& store_;

@@ -828,4 +828,9 @@ absl::Time Job::end_time() const {
   return record_.end_time;
 }
 
+v1::JobState Job::state() const {
+  absl::MutexLock lock(&mu_);
+  return record_.state;
+}
+
 }  // namespace sdg

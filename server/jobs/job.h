@@ -20,13 +20,13 @@
 #include "absl/time/time.h"
 #include "base/cancellation_token.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/store/dataset.h"
-#include "server/store/event_log.h"
 #include "server/jobs/job_spec.h"
-#include "server/store/job_store.h"
 #include "server/jobs/shard_outcome.h"
 #include "server/jobs/shard_plan.h"
 #include "server/observability/metrics.h"
+#include "server/store/dataset.h"
+#include "server/store/event_log.h"
+#include "server/store/job_store.h"
 
 namespace sdg {
 
@@ -159,6 +159,8 @@ class Job : public std::enable_shared_from_this<Job> {
   // Blocks until MarkFinished has run or `deadline` passes; true if finished.
   bool AwaitFinished(absl::Time deadline) const;
   absl::Time end_time() const;
+  // Snapshot().state(), without building the snapshot.
+  v1::JobState state() const;
 
  private:
   void AppendLocked(v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "tests/testing/test_jobs.h"
 
 namespace sdg {
@@ -63,7 +64,68 @@ TEST_F(JobRegistryTest, FinishedJobsStayForTheRetentionOnly) {
 TEST_F(JobRegistryTest, RunningJobsAreNeverPruned) {
   JobRegistry registry(absl::ZeroDuration(), store_);
   ASSERT_TRUE(registry.Add(MakeJob("running")).ok());
+  EXPECT_EQ(registry.RemoveExpired(absl::InfiniteFuture()), 0);
   EXPECT_TRUE(registry.Find("running", anyone_).ok());
+}
+
+TEST_F(JobRegistryTest, RemoveExpiredForgetsJobsPastTheirRetentionOnly) {
+  JobRegistry registry(absl::Hours(1), store_);
+  auto done = MakeJob("done");
+  auto later = MakeJob("later");
+  ASSERT_TRUE(registry.Add(done).ok());
+  ASSERT_TRUE(registry.Add(later).ok());
+  ASSERT_TRUE(registry.Add(MakeJob("running")).ok());
+  done->MarkFinished();
+  const absl::Time done_end = done->end_time();
+  later->MarkFinished();
+
+  // Within the hour nothing goes.
+  EXPECT_EQ(registry.RemoveExpired(done_end + absl::Minutes(59)), 0);
+  EXPECT_TRUE(registry.Find("done", anyone_).ok());
+  // An hour after both ended they go; "running" never ended.
+  EXPECT_EQ(registry.RemoveExpired(later->end_time() + absl::Hours(1)), 2);
+  EXPECT_EQ(registry.RemoveExpired(absl::InfiniteFuture()), 0);
+  EXPECT_EQ(registry.List().size(), 1u);
+  EXPECT_EQ(registry.List()[0]->id(), "running");
+  // Its id is free again.
+  EXPECT_TRUE(registry.Add(MakeJob("done")).ok());
+}
+
+TEST_F(JobRegistryTest, ExpiredJobsAreNotListedBeforeTheyAreRemoved) {
+  JobRegistry registry(absl::ZeroDuration(), store_);
+  auto done = MakeJob("done");
+  ASSERT_TRUE(registry.Add(MakeJob("a")).ok());
+  ASSERT_TRUE(registry.Add(done).ok());
+  ASSERT_TRUE(registry.Add(MakeJob("b")).ok());
+  done->MarkFinished();
+  auto page = registry.ListPage(anyone_, "", 10, v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(page.ok());
+  EXPECT_THAT(Ids(*page), ::testing::ElementsAre("a", "b"));
+  EXPECT_EQ(registry.List().size(), 2u);
+  EXPECT_EQ(registry.Unfinished().size(), 2u);
+}
+
+TEST_F(JobRegistryTest, APageSpansMoreJobsThanOneTurnOfTheLockLooksAt) {
+  JobRegistry registry(absl::Hours(1), store_);
+  // 600 of bob's jobs between alice's first and second: more than the
+  // registry looks at per turn of its lock.
+  ASSERT_TRUE(registry.Add(MakeJob("a1", "alice")).ok());
+  for (int i = 0; i < 600; ++i) {
+    ASSERT_TRUE(registry.Add(MakeJob(absl::StrCat("b", i), "bob")).ok());
+  }
+  ASSERT_TRUE(registry.Add(MakeJob("a2", "alice")).ok());
+  const Caller alice{"alice", false};
+  auto page = registry.ListPage(alice, "", 10, v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(page.ok());
+  EXPECT_THAT(Ids(*page), ::testing::ElementsAre("a1", "a2"));
+  EXPECT_EQ(page->next_page_token, "");
+  auto first = registry.ListPage(alice, "", 1, v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(first.ok());
+  EXPECT_THAT(Ids(*first), ::testing::ElementsAre("a1"));
+  auto second = registry.ListPage(alice, first->next_page_token, 1,
+                                  v1::JOB_STATE_UNSPECIFIED);
+  ASSERT_TRUE(second.ok());
+  EXPECT_THAT(Ids(*second), ::testing::ElementsAre("a2"));
 }
 
 TEST_F(JobRegistryTest, PagesFollowEachOtherWithoutGapOrRepeat) {
