@@ -10,8 +10,8 @@
 #include "absl/time/clock.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/server.h"
-#include "tools/llmsim/sim_server.h"
 #include "tests/testing/http_get.h"
+#include "tools/llmsim/sim_server.h"
 
 namespace sdg {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "absl/time/clock.h"
 #include "server/http/http_client.h"
+#include "server/scheduling/scheduler.h"
 #include "server/store/memory_job_store.h"
 #include "server/store/sqlite_job_store.h"
-#include "server/scheduling/scheduler.h"
 
 namespace sdg {
 namespace {

@@ -12,6 +12,8 @@ command -v npm > /dev/null || scripts/setup.sh node
 # A wrong-way include fails at once, before any build (the builds run the
 # same check as their target check_layers).
 scripts/check-layers.sh
+# Every tracked C++ file as clang-format writes it (house style, rule 3).
+scripts/check-format.sh
 
 jobs=${SDG_BUILD_JOBS:-2}
 

@@ -11,9 +11,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/store/dataset.h"
 #include "server/pipeline/pipeline_spec.h"
 #include "server/pipeline/prompt_template.h"
+#include "server/store/dataset.h"
 
 namespace sdg {
 

@@ -19,10 +19,10 @@
 #include "server/backend/backend.h"
 #include "server/backend/openai_protocol.h"
 #include "server/jobs/job_spec.h"
-#include "server/pipeline/pipeline_rows.h"
 #include "server/jobs/shard_outcome.h"
 #include "server/jobs/shard_plan.h"
 #include "server/observability/metrics.h"
+#include "server/pipeline/pipeline_rows.h"
 
 namespace sdg {
 

@@ -20,12 +20,12 @@
 #include "google/protobuf/util/message_differencer.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/server.h"
-#include "tools/llmsim/sim_server.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/sim_thread.h"
 #include "tests/testing/subprocess.h"
+#include "tools/llmsim/sim_server.h"
 
 namespace sdg::testing {
 

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "absl/time/time.h"
-#include "tools/llmsim/sim_server.h"
 #include "tests/testing/http_get.h"
+#include "tools/llmsim/sim_server.h"
 
 namespace sdg::testing {
 
