@@ -69,6 +69,7 @@ class EventLog : public std::enable_shared_from_this<EventLog> {
   // disk full, state_dir unwritable. Nothing appended after is committed.
   void SetOnCommitError(std::function<void(absl::Status)> callback);
 
+  // The last committed event's sequence (0: none yet).
   uint64_t last_sequence() const;
   // Why committing failed, or OK.
   absl::Status commit_error() const;

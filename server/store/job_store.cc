@@ -13,6 +13,16 @@ absl::Status NoSuchUpload(const std::string& dataset_id) {
       "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
 }
 
+absl::Status NoSuchJob(const std::string& job_id) {
+  return absl::NotFoundError(
+      absl::StrCat("the store holds no job ", Quoted(job_id)));
+}
+
+absl::Status NoJobDataset(const std::string& job_id) {
+  return absl::NotFoundError(
+      absl::StrCat("the store holds no dataset for job ", Quoted(job_id)));
+}
+
 std::string RequestDigest(const v1::GenerateJobRequest& request,
                           absl::Span<const absl::string_view> serialized_rows) {
   v1::GenerateJobRequest copy = request;

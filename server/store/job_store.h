@@ -71,11 +71,12 @@ class JobStore {
   virtual absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewJobDataset(
       const std::string& job_id) = 0;
   // Gives the job a dataset uploaded earlier (it keeps it if the upload
-  // goes).
+  // goes). NOT_FOUND (NoSuchUpload) for an upload not stored.
   virtual absl::StatusOr<std::shared_ptr<Dataset>> UseUploadedDataset(
       const std::string& dataset_id, const std::string& job_id) = 0;
   // Forgets a dataset made for a job that was then refused.
   virtual void DiscardJobDataset(const std::string& job_id) = 0;
+  // NOT_FOUND (NoJobDataset) for a job with none.
   virtual absl::StatusOr<std::shared_ptr<Dataset>> OpenJobDataset(
       const std::string& job_id) = 0;
 
@@ -91,10 +92,11 @@ class JobStore {
   // Returns how many went.
   virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;
 
-  // Durable when it returns.
+  // Durable when it returns. ALREADY_EXISTS for a job_id stored already.
   virtual absl::Status AddJob(const JobRecord& record) = 0;
+  // NOT_FOUND (NoSuchJob) for a job not stored.
   virtual absl::Status UpdateJob(const JobRecord& record) = 0;
-  // The record, the dataset and the events.
+  // The record, the dataset and the events; OK if there was none.
   virtual absl::Status RemoveJob(const std::string& job_id) = 0;
   // Every job, oldest first.
   virtual absl::StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
@@ -117,6 +119,9 @@ class JobStore {
 // NOT_FOUND for a dataset_id with no upload (or, to its caller, another
 // tenant's).
 absl::Status NoSuchUpload(const std::string& dataset_id);
+// NOT_FOUND: the store holds no record of the job, or no dataset for it.
+absl::Status NoSuchJob(const std::string& job_id);
+absl::Status NoJobDataset(const std::string& job_id);
 
 // SHA-256 of the request as the digest compares it (detach excluded).
 // Inline rows kept serialized hash as sent: the same request means the same

@@ -1,5 +1,7 @@
 #include "server/store/memory_job_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
 
@@ -37,10 +39,7 @@ absl::StatusOr<std::shared_ptr<Dataset>> MemoryJobStore::UseUploadedDataset(
     const std::string& dataset_id, const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   auto it = upload_datasets_.find(dataset_id);
-  if (it == upload_datasets_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("dataset_id: no dataset ", Quoted(dataset_id)));
-  }
+  if (it == upload_datasets_.end()) return NoSuchUpload(dataset_id);
   job_datasets_[job_id] = it->second;
   return it->second;
 }
@@ -54,9 +53,7 @@ absl::StatusOr<std::shared_ptr<Dataset>> MemoryJobStore::OpenJobDataset(
     const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   auto it = job_datasets_.find(job_id);
-  if (it == job_datasets_.end()) {
-    return absl::NotFoundError(absl::StrCat("job ", job_id, " has no dataset"));
-  }
+  if (it == job_datasets_.end()) return NoJobDataset(job_id);
   return it->second;
 }
 
@@ -111,23 +108,55 @@ absl::StatusOr<int> MemoryJobStore::PruneUploads(absl::Time cutoff) {
   return pruned;
 }
 
-absl::Status MemoryJobStore::AddJob(const JobRecord&) {
+absl::Status MemoryJobStore::AddJob(const JobRecord& record) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = records_.try_emplace(record.job_id);
+  if (!inserted) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("the store holds job ", Quoted(record.job_id)));
+  }
+  it->second = NumberedRecord{++jobs_added_, record};
   return absl::OkStatus();
 }
 
-absl::Status MemoryJobStore::UpdateJob(const JobRecord&) {
+absl::Status MemoryJobStore::UpdateJob(const JobRecord& record) {
+  absl::MutexLock lock(&mu_);
+  auto it = records_.find(record.job_id);
+  if (it == records_.end()) return NoSuchJob(record.job_id);
+  // The request and its digest are fixed at AddJob, as in the SQLite store.
+  JobRecord& stored = it->second.record;
+  stored.state = record.state;
+  stored.start_time = record.start_time;
+  stored.end_time = record.end_time;
+  stored.reason = record.reason;
+  stored.resumed = record.resumed;
+  stored.finished = record.finished;
   return absl::OkStatus();
 }
 
 absl::Status MemoryJobStore::RemoveJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
+  records_.erase(job_id);
   job_datasets_.erase(job_id);
   logs_.erase(job_id);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<JobRecord>> MemoryJobStore::LoadJobs() {
-  return std::vector<JobRecord>();
+  std::vector<const NumberedRecord*> in_order;
+  absl::MutexLock lock(&mu_);
+  in_order.reserve(records_.size());
+  for (const auto& [id, numbered] : records_) in_order.push_back(&numbered);
+  std::sort(in_order.begin(), in_order.end(),
+            [](const NumberedRecord* a, const NumberedRecord* b) {
+              return a->added < b->added;
+            });
+  std::vector<JobRecord> records;
+  records.reserve(in_order.size());
+  for (const NumberedRecord* numbered : in_order) {
+    records.push_back(numbered->record);
+  }
+  return records;
 }
 
 absl::StatusOr<std::shared_ptr<EventLog>> MemoryJobStore::OpenJobLog(

@@ -1,5 +1,6 @@
 // The --ephemeral store: everything in memory, nothing survives the process.
-// A job's events stay in memory until the job is removed.
+// A job's record, dataset and events stay in memory until the job is
+// removed.
 #ifndef SDG_SERVER_JOBS_MEMORY_JOB_STORE_H_
 #define SDG_SERVER_JOBS_MEMORY_JOB_STORE_H_
 
@@ -9,7 +10,7 @@
 
 namespace sdg {
 
-class MemoryJobStore final : public JobStore {
+class MemoryJobStore : public JobStore {
  public:
   bool durable() const override { return false; }
   absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewJobDataset(
@@ -42,7 +43,16 @@ class MemoryJobStore final : public JobStore {
   // Remembers the dataset a builder made for a job when it finishes.
   class Builder;
 
+  // A record with its place in the order of AddJob calls.
+  struct NumberedRecord {
+    uint64_t added = 0;
+    JobRecord record;
+  };
+
   absl::Mutex mu_;
+  uint64_t jobs_added_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, NumberedRecord> records_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<Dataset>> job_datasets_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<Dataset>> upload_datasets_

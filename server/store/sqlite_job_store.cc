@@ -49,6 +49,51 @@ constexpr struct {
     {"uploads", "tenant", "TEXT NOT NULL DEFAULT ''"},
 };
 
+using Sql = SqliteJobStore::Sql;
+
+// Each statement with the step it is, for errors; in Sql's order.
+constexpr struct {
+  Sql sql;
+  const char* doing;
+  const char* text;
+} kStatements[] = {
+    {Sql::kInsertUpload, "saving an upload",
+     "INSERT INTO uploads (dataset_id, dataset, info, create_ns, tenant) "
+     "VALUES (?, ?, ?, ?, ?)"},
+    {Sql::kSelectUpload, "reading an upload",
+     "SELECT dataset, info, create_ns, tenant FROM uploads "
+     "WHERE dataset_id = ?"},
+    {Sql::kSelectUploadsBefore, "listing expired uploads",
+     "SELECT dataset_id FROM uploads WHERE create_ns < ?"},
+    {Sql::kDeleteUpload, "removing an upload",
+     "DELETE FROM uploads WHERE dataset_id = ?"},
+    {Sql::kInsertJob, "adding a job",
+     "INSERT INTO jobs (job_id, request, request_digest, state, create_ns, "
+     "tenant) VALUES (?, ?, ?, ?, ?, ?)"},
+    {Sql::kUpdateJob, "saving a job's state",
+     "UPDATE jobs SET state = ?, start_ns = ?, end_ns = ?, reason = ?, "
+     "resumed = ?, finished = ? WHERE job_id = ?"},
+    {Sql::kDeleteJob, "removing a job", "DELETE FROM jobs WHERE job_id = ?"},
+    {Sql::kSelectJobs, "loading the jobs",
+     "SELECT job_id, request, request_digest, state, create_ns, start_ns, "
+     "end_ns, reason, resumed, finished, tenant FROM jobs ORDER BY seq"},
+    {Sql::kSelectUploadsOfTenant, "listing a tenant's uploads",
+     "SELECT dataset_id FROM uploads WHERE tenant = ?"},
+    {Sql::kSelectJobsOfTenant, "listing a tenant's jobs",
+     "SELECT job_id FROM jobs WHERE tenant = ?"},
+};
+static_assert(std::size(kStatements) == SqliteJobStore::kStatementCount);
+
+constexpr bool InSqlOrder() {
+  for (size_t i = 0; i < std::size(kStatements); ++i) {
+    if (static_cast<size_t>(kStatements[i].sql) != i) return false;
+  }
+  return true;
+}
+static_assert(InSqlOrder(), "kStatements must list Sql's values in order");
+
+const char* Doing(Sql sql) { return kStatements[static_cast<int>(sql)].doing; }
+
 int64_t ToNanos(absl::Time time) {
   return time == absl::InfinitePast() ? 0 : absl::ToUnixNanos(time);
 }
@@ -75,6 +120,27 @@ std::string ColumnBytes(sqlite3_stmt* stmt, int index) {
 }
 
 }  // namespace
+
+class SqliteJobStore::StatementUse {
+ public:
+  explicit StatementUse(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  StatementUse(StatementUse&& other)
+      : stmt_(std::exchange(other.stmt_, nullptr)) {}
+  StatementUse& operator=(StatementUse&&) = delete;
+  ~StatementUse() {
+    if (stmt_ == nullptr) return;
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  sqlite3_stmt* get() const { return stmt_; }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+void SqliteJobStore::FinalizeStatement::operator()(sqlite3_stmt* stmt) const {
+  sqlite3_finalize(stmt);
+}
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     const std::string& state_dir) {
@@ -117,7 +183,7 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
   for (const char* sql :
        {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
     if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
-      absl::Status error = store->Error(sql);
+      absl::Status error = store->Error("setting up the database");
       return absl::FailedPreconditionError(
           absl::StrCat(path, ": ", error.message()));
     }
@@ -135,7 +201,7 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
                      " ", added.declaration);
     if (sqlite3_exec(db, alter.c_str(), nullptr, nullptr, nullptr) !=
         SQLITE_OK) {
-      absl::Status error = store->Error(alter.c_str());
+      absl::Status error = store->Error("adding a column");
       return absl::FailedPreconditionError(
           absl::StrCat(path, ": ", error.message()));
     }
@@ -153,6 +219,7 @@ SqliteJobStore::SqliteJobStore(std::string state_dir, sqlite3* db,
 SqliteJobStore::~SqliteJobStore() {
   committer_.reset();
   absl::MutexLock lock(&mu_);
+  for (auto& statement : statements_) statement.reset();
   sqlite3_close(db_);
 }
 
@@ -164,10 +231,10 @@ std::string SqliteJobStore::UploadDir(const std::string& dataset_id) const {
   return absl::StrCat(state_dir_, "/uploads/", dataset_id);
 }
 
-absl::Status SqliteJobStore::Error(const char* what) {
+absl::Status SqliteJobStore::Error(const char* doing) {
   const int code = sqlite3_errcode(db_);
-  std::string message =
-      absl::StrCat("SQLite (", state_dir_, "/sdgd.db): ", sqlite3_errmsg(db_));
+  std::string message = absl::StrCat("SQLite (", state_dir_, "/sdgd.db), ",
+                                     doing, ": ", sqlite3_errmsg(db_));
   if (code == SQLITE_FULL) {
     return absl::ResourceExhaustedError(
         absl::StrCat(message, "; free space on the state_dir's volume"));
@@ -180,18 +247,27 @@ absl::Status SqliteJobStore::Error(const char* what) {
   return absl::InternalError(message);
 }
 
-absl::Status SqliteJobStore::Execute(
-    const char* sql, absl::FunctionRef<void(sqlite3_stmt*)> bind) {
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
-    return Error(sql);
+absl::StatusOr<SqliteJobStore::StatementUse> SqliteJobStore::Prepared(Sql sql) {
+  auto& statement = statements_[static_cast<int>(sql)];
+  if (statement == nullptr) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v3(db_, kStatements[static_cast<int>(sql)].text, -1,
+                           SQLITE_PREPARE_PERSISTENT, &stmt,
+                           nullptr) != SQLITE_OK) {
+      return Error(Doing(sql));
+    }
+    statement.reset(stmt);
   }
-  bind(stmt);
-  int rc = sqlite3_step(stmt);
-  absl::Status status =
-      rc == SQLITE_DONE || rc == SQLITE_ROW ? absl::OkStatus() : Error(sql);
-  sqlite3_finalize(stmt);
-  return status;
+  return StatementUse(statement.get());
+}
+
+absl::StatusOr<int> SqliteJobStore::Execute(
+    Sql sql, absl::FunctionRef<void(sqlite3_stmt*)> bind) {
+  absl::StatusOr<StatementUse> use = Prepared(sql);
+  if (!use.ok()) return use.status();
+  bind(use->get());
+  if (sqlite3_step(use->get()) != SQLITE_DONE) return Error(Doing(sql));
+  return sqlite3_changes(db_);
 }
 
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> SqliteJobStore::NewJobDataset(
@@ -212,7 +288,12 @@ absl::StatusOr<std::shared_ptr<Dataset>> SqliteJobStore::UseUploadedDataset(
     std::string target = absl::StrCat(to, "/", name);
     ::unlink(target.c_str());
     if (::link(source.c_str(), target.c_str()) != 0) {
-      return FileError("link", source, errno);
+      const int error = errno;
+      if (error == ENOENT) {
+        (void)RemoveTree(to);
+        return NoSuchUpload(dataset_id);
+      }
+      return FileError("link", source, error);
     }
   }
   if (absl::Status s = SyncDirectory(to); !s.ok()) return s;
@@ -225,7 +306,12 @@ void SqliteJobStore::DiscardJobDataset(const std::string& job_id) {
 
 absl::StatusOr<std::shared_ptr<Dataset>> SqliteJobStore::OpenJobDataset(
     const std::string& job_id) {
-  return Dataset::OpenDirectory(JobDir(job_id));
+  const std::string dir = JobDir(job_id);
+  // A builder renames its files into place last: no index, no dataset.
+  if (::access((dir + "/rows.idx").c_str(), F_OK) != 0 && errno == ENOENT) {
+    return NoJobDataset(job_id);
+  }
+  return Dataset::OpenDirectory(dir);
 }
 
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> SqliteJobStore::NewUpload(
@@ -237,16 +323,15 @@ absl::StatusOr<std::unique_ptr<DatasetBuilder>> SqliteJobStore::NewUpload(
 
 absl::Status SqliteJobStore::SaveUpload(const StoredDataset& dataset) {
   absl::MutexLock lock(&mu_);
-  return Execute(
-      "INSERT INTO uploads (dataset_id, dataset, info, create_ns, tenant) "
-      "VALUES (?, ?, ?, ?, ?)",
-      [&](sqlite3_stmt* stmt) {
-        BindText(stmt, 1, dataset.dataset.dataset_id());
-        BindBlob(stmt, 2, dataset.dataset.SerializeAsString());
-        BindText(stmt, 3, dataset.info.ToJson());
-        sqlite3_bind_int64(stmt, 4, ToNanos(dataset.create_time));
-        BindText(stmt, 5, dataset.tenant);
-      });
+  return Execute(Sql::kInsertUpload,
+                 [&](sqlite3_stmt* stmt) {
+                   BindText(stmt, 1, dataset.dataset.dataset_id());
+                   BindBlob(stmt, 2, dataset.dataset.SerializeAsString());
+                   BindText(stmt, 3, dataset.info.ToJson());
+                   sqlite3_bind_int64(stmt, 4, ToNanos(dataset.create_time));
+                   BindText(stmt, 5, dataset.tenant);
+                 })
+      .status();
 }
 
 void SqliteJobStore::DiscardUpload(const std::string& dataset_id) {
@@ -256,60 +341,43 @@ void SqliteJobStore::DiscardUpload(const std::string& dataset_id) {
 absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
     const std::string& dataset_id) {
   absl::MutexLock lock(&mu_);
-  std::optional<StoredDataset> found;
-  absl::Status info_status;
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_,
-                         "SELECT dataset, info, create_ns, tenant FROM uploads "
-                         "WHERE dataset_id = ?",
-                         -1, &stmt, nullptr) != SQLITE_OK) {
-    return Error("select upload");
-  }
+  absl::StatusOr<StatementUse> use = Prepared(Sql::kSelectUpload);
+  if (!use.ok()) return use.status();
+  sqlite3_stmt* stmt = use->get();
   BindText(stmt, 1, dataset_id);
-  if (sqlite3_step(stmt) == SQLITE_ROW) {
-    StoredDataset stored;
-    stored.dataset.ParseFromString(ColumnBytes(stmt, 0));
-    absl::StatusOr<DatasetInfo> info =
-        DatasetInfo::FromJson(ColumnBytes(stmt, 1));
-    stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
-    stored.tenant = ColumnBytes(stmt, 3);
-    if (info.ok()) {
-      stored.info = *std::move(info);
-      found = std::move(stored);
-    } else {
-      info_status = info.status();
-    }
-  }
-  sqlite3_finalize(stmt);
-  if (!info_status.ok()) return info_status;
-  if (!found.has_value()) {
-    return NoSuchUpload(dataset_id);
-  }
-  return *std::move(found);
+  const int rc = sqlite3_step(stmt);
+  if (rc == SQLITE_DONE) return NoSuchUpload(dataset_id);
+  if (rc != SQLITE_ROW) return Error(Doing(Sql::kSelectUpload));
+  StoredDataset stored;
+  stored.dataset.ParseFromString(ColumnBytes(stmt, 0));
+  absl::StatusOr<DatasetInfo> info =
+      DatasetInfo::FromJson(ColumnBytes(stmt, 1));
+  if (!info.ok()) return info.status();
+  stored.info = *std::move(info);
+  stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
+  stored.tenant = ColumnBytes(stmt, 3);
+  return stored;
 }
 
 absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
   std::vector<std::string> expired;
   {
     absl::MutexLock lock(&mu_);
-    sqlite3_stmt* stmt = nullptr;
-    if (sqlite3_prepare_v2(db_,
-                           "SELECT dataset_id FROM uploads WHERE create_ns < ?",
-                           -1, &stmt, nullptr) != SQLITE_OK) {
-      return Error("select uploads");
-    }
-    sqlite3_bind_int64(stmt, 1, ToNanos(cutoff));
-    while (sqlite3_step(stmt) == SQLITE_ROW) {
-      expired.push_back(ColumnBytes(stmt, 0));
-    }
-    sqlite3_finalize(stmt);
-    for (const std::string& id : expired) {
-      if (absl::Status s = Execute(
-              "DELETE FROM uploads WHERE dataset_id = ?",
-              [&](sqlite3_stmt* delete_stmt) { BindText(delete_stmt, 1, id); });
-          !s.ok()) {
-        return s;
+    {
+      absl::StatusOr<StatementUse> use = Prepared(Sql::kSelectUploadsBefore);
+      if (!use.ok()) return use.status();
+      sqlite3_bind_int64(use->get(), 1, ToNanos(cutoff));
+      int rc;
+      while ((rc = sqlite3_step(use->get())) == SQLITE_ROW) {
+        expired.push_back(ColumnBytes(use->get(), 0));
       }
+      if (rc != SQLITE_DONE) return Error(Doing(Sql::kSelectUploadsBefore));
+    }
+    for (const std::string& id : expired) {
+      absl::StatusOr<int> deleted =
+          Execute(Sql::kDeleteUpload,
+                  [&](sqlite3_stmt* stmt) { BindText(stmt, 1, id); });
+      if (!deleted.ok()) return deleted.status();
     }
   }
   for (const std::string& id : expired) DiscardUpload(id);
@@ -318,25 +386,22 @@ absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
 
 absl::Status SqliteJobStore::AddJob(const JobRecord& record) {
   absl::MutexLock lock(&mu_);
-  return Execute(
-      "INSERT INTO jobs (job_id, request, request_digest, state, create_ns, "
-      "tenant) VALUES (?, ?, ?, ?, ?, ?)",
-      [&](sqlite3_stmt* stmt) {
-        BindText(stmt, 1, record.job_id);
-        BindBlob(stmt, 2, record.request.SerializeAsString());
-        BindText(stmt, 3, record.request_digest);
-        sqlite3_bind_int(stmt, 4, record.state);
-        sqlite3_bind_int64(stmt, 5, ToNanos(record.create_time));
-        BindText(stmt, 6, record.tenant);
-      });
+  return Execute(Sql::kInsertJob,
+                 [&](sqlite3_stmt* stmt) {
+                   BindText(stmt, 1, record.job_id);
+                   BindBlob(stmt, 2, record.request.SerializeAsString());
+                   BindText(stmt, 3, record.request_digest);
+                   sqlite3_bind_int(stmt, 4, record.state);
+                   sqlite3_bind_int64(stmt, 5, ToNanos(record.create_time));
+                   BindText(stmt, 6, record.tenant);
+                 })
+      .status();
 }
 
 absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
   absl::MutexLock lock(&mu_);
-  return Execute(
-      "UPDATE jobs SET state = ?, start_ns = ?, end_ns = ?, reason = ?, "
-      "resumed = ?, finished = ? WHERE job_id = ?",
-      [&](sqlite3_stmt* stmt) {
+  absl::StatusOr<int> updated =
+      Execute(Sql::kUpdateJob, [&](sqlite3_stmt* stmt) {
         sqlite3_bind_int(stmt, 1, record.state);
         sqlite3_bind_int64(stmt, 2, ToNanos(record.start_time));
         sqlite3_bind_int64(stmt, 3, ToNanos(record.end_time));
@@ -345,32 +410,27 @@ absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
         BindBlob(stmt, 6, record.finished.SerializeAsString());
         BindText(stmt, 7, record.job_id);
       });
+  if (!updated.ok()) return updated.status();
+  if (*updated == 0) return NoSuchJob(record.job_id);
+  return absl::OkStatus();
 }
 
 absl::Status SqliteJobStore::RemoveJob(const std::string& job_id) {
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Status s =
-            Execute("DELETE FROM jobs WHERE job_id = ?",
-                    [&](sqlite3_stmt* stmt) { BindText(stmt, 1, job_id); });
-        !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<int> deleted =
+        Execute(Sql::kDeleteJob,
+                [&](sqlite3_stmt* stmt) { BindText(stmt, 1, job_id); });
+    if (!deleted.ok()) return deleted.status();
   }
   return RemoveTree(JobDir(job_id));
 }
 
 absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
   absl::MutexLock lock(&mu_);
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(
-          db_,
-          "SELECT job_id, request, request_digest, state, create_ns, "
-          "start_ns, end_ns, reason, resumed, finished, tenant FROM jobs "
-          "ORDER BY seq",
-          -1, &stmt, nullptr) != SQLITE_OK) {
-    return Error("select jobs");
-  }
+  absl::StatusOr<StatementUse> use = Prepared(Sql::kSelectJobs);
+  if (!use.ok()) return use.status();
+  sqlite3_stmt* stmt = use->get();
   std::vector<JobRecord> records;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -387,9 +447,7 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
     record.finished.ParseFromString(ColumnBytes(stmt, 9));
     record.tenant = ColumnBytes(stmt, 10);
   }
-  absl::Status status = rc == SQLITE_DONE ? absl::OkStatus() : Error("jobs");
-  sqlite3_finalize(stmt);
-  if (!status.ok()) return status;
+  if (rc != SQLITE_DONE) return Error(Doing(Sql::kSelectJobs));
   return records;
 }
 
@@ -412,26 +470,27 @@ std::shared_ptr<EventLog> SqliteJobStore::OpenFinishedJobLog(
 }
 
 absl::StatusOr<std::vector<std::string>> SqliteJobStore::IdsOfTenant(
-    const char* sql, const std::string& tenant) {
+    Sql sql, const std::string& tenant) {
   absl::MutexLock lock(&mu_);
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK) {
-    return Error(sql);
-  }
-  BindText(stmt, 1, tenant);
+  absl::StatusOr<StatementUse> use = Prepared(sql);
+  if (!use.ok()) return use.status();
+  BindText(use->get(), 1, tenant);
   std::vector<std::string> ids;
-  while (sqlite3_step(stmt) == SQLITE_ROW) ids.push_back(ColumnBytes(stmt, 0));
-  sqlite3_finalize(stmt);
+  int rc;
+  while ((rc = sqlite3_step(use->get())) == SQLITE_ROW) {
+    ids.push_back(ColumnBytes(use->get(), 0));
+  }
+  if (rc != SQLITE_DONE) return Error(Doing(sql));
   return ids;
 }
 
 absl::StatusOr<StorageUsage> SqliteJobStore::TenantUsage(
     const std::string& tenant) {
   absl::StatusOr<std::vector<std::string>> uploads =
-      IdsOfTenant("SELECT dataset_id FROM uploads WHERE tenant = ?", tenant);
+      IdsOfTenant(Sql::kSelectUploadsOfTenant, tenant);
   if (!uploads.ok()) return uploads.status();
   absl::StatusOr<std::vector<std::string>> jobs =
-      IdsOfTenant("SELECT job_id FROM jobs WHERE tenant = ?", tenant);
+      IdsOfTenant(Sql::kSelectJobsOfTenant, tenant);
   if (!jobs.ok()) return jobs.status();
   // The files are stat'ed outside mu_. A job's dataset linked from an
   // upload is one inode: counted once, with the upload.

@@ -10,6 +10,7 @@
 #ifndef SDG_SERVER_JOBS_SQLITE_JOB_STORE_H_
 #define SDG_SERVER_JOBS_SQLITE_JOB_STORE_H_
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -59,23 +60,53 @@ class SqliteJobStore final : public JobStore {
 
   const LogCommitter& committer() const { return *committer_; }
 
+  // The statements the store runs, each prepared once (see Prepared).
+  enum class Sql {
+    kInsertUpload,
+    kSelectUpload,
+    kSelectUploadsBefore,
+    kDeleteUpload,
+    kInsertJob,
+    kUpdateJob,
+    kDeleteJob,
+    kSelectJobs,
+    kSelectUploadsOfTenant,
+    kSelectJobsOfTenant,
+  };
+  static constexpr int kStatementCount = 10;
+
  private:
+  struct FinalizeStatement {
+    void operator()(sqlite3_stmt* stmt) const;
+  };
+  // A prepared statement lent for one use: reset, its bindings cleared,
+  // when the use ends.
+  class StatementUse;
+
   SqliteJobStore(std::string state_dir, sqlite3* db, UniqueFd lock);
   std::string JobDir(const std::string& job_id) const;
   std::string UploadDir(const std::string& dataset_id) const;
+  // `sql`, prepared on its first use and kept until the store closes.
+  absl::StatusOr<StatementUse> Prepared(Sql sql)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first column of `sql`'s rows, its one parameter `tenant`.
   absl::StatusOr<std::vector<std::string>> IdsOfTenant(
-      const char* sql, const std::string& tenant);
-  // Runs one statement with `bind` filling its parameters.
-  absl::Status Execute(const char* sql,
-                       absl::FunctionRef<void(sqlite3_stmt*)> bind)
+      Sql sql, const std::string& tenant);
+  // Runs one statement that returns no rows, with `bind` filling its
+  // parameters. Returns how many rows it changed.
+  absl::StatusOr<int> Execute(Sql sql,
+                              absl::FunctionRef<void(sqlite3_stmt*)> bind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Error(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SQLite's last error as a status whose code says what to do; `doing`
+  // names the step that failed.
+  absl::Status Error(const char* doing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string state_dir_;
   const UniqueFd lock_;  // flock'd state_dir/LOCK, held while open
   absl::Mutex mu_;
   sqlite3* const db_ ABSL_GUARDED_BY(mu_);
+  std::array<std::unique_ptr<sqlite3_stmt, FinalizeStatement>, kStatementCount>
+      statements_ ABSL_GUARDED_BY(mu_);
   // Last: logs may be committing until it is gone.
   std::unique_ptr<LogCommitter> committer_;
 };

@@ -12,7 +12,8 @@
 
 namespace sdg::testing {
 
-// A job whose dataset holds `rows` rows (empty objects), made by `tenant`.
+// A job whose dataset holds `rows` rows (empty objects), made by `tenant`,
+// its record added to `store`.
 inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
                                         JobStore& store, Metrics& metrics,
                                         const std::string& tenant = "") {
@@ -22,6 +23,11 @@ inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
   JobRecord record;
   record.job_id = spec.job_id;
   record.tenant = tenant;
+  // Stored as the service stores a job it admits, so that its updates land.
+  // A test that makes a second job with a taken id (to see it refused)
+  // finds the first one's record there.
+  const absl::Status added = store.AddJob(record);
+  EXPECT_TRUE(added.ok() || absl::IsAlreadyExists(added)) << added;
   std::shared_ptr<EventLog> log =
       *store.OpenJobLog(spec.job_id, [](const v1::JobEvent&) {});
   JobTally tally(ShardPlan(rows, spec.batch_size).shard_count());
