@@ -149,61 +149,66 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
       store_(store),
       metrics_(metrics),
       tally_(std::move(tally)) {
-  absl::MutexLock lock(&mu_);
-  const int stage_count =
-      is_pipeline() ? static_cast<int>(spec_.pipeline->stages.size()) : 1;
-  stages_.resize(stage_count);
-  Stage& first = stages_[0];
-  first.input_complete = true;
-  first.shards_cut = plan_.shard_count();
-  shards_cut_ = plan_.shard_count();
-  for (int64_t i = 0; i < plan_.shard_count(); ++i) {
-    if (tally_.committed(i)) continue;
-    ++shards_to_run_;
-    first.uncommitted.insert(i);
-  }
-  SkipCommittedFirstStageShardsLocked();
-  if (is_pipeline()) {
-    for (int s = 0; s < stage_count; ++s) {
-      const StageSpec& range = spec_.pipeline->stages[s];
-      for (int i = range.first_step; i < range.end_step; ++i) {
-        if (std::holds_alternative<FlattenStepSpec>(
-                spec_.pipeline->steps[i].kind)) {
-          ++stages_[s].flattens;
+  // A record repaired from the log is saved once the lock is released.
+  bool repaired = false;
+  {
+    absl::MutexLock lock(&mu_);
+    const int stage_count =
+        is_pipeline() ? static_cast<int>(spec_.pipeline->stages.size()) : 1;
+    stages_.resize(stage_count);
+    Stage& first = stages_[0];
+    first.input_complete = true;
+    first.shards_cut = plan_.shard_count();
+    shards_cut_ = plan_.shard_count();
+    for (int64_t i = 0; i < plan_.shard_count(); ++i) {
+      if (tally_.committed(i)) continue;
+      ++shards_to_run_;
+      first.uncommitted.insert(i);
+    }
+    SkipCommittedFirstStageShardsLocked();
+    if (is_pipeline()) {
+      for (int s = 0; s < stage_count; ++s) {
+        const StageSpec& range = spec_.pipeline->stages[s];
+        for (int i = range.first_step; i < range.end_step; ++i) {
+          if (std::holds_alternative<FlattenStepSpec>(
+                  spec_.pipeline->steps[i].kind)) {
+            ++stages_[s].flattens;
+          }
         }
       }
+      for (int s = 0; s + 1 < stage_count; ++s) {
+        stages_[s].released.emplace(spec_.pipeline->BarrierStep(s));
+      }
+      for (PipelineRow& row : tally_.TakeStageRows(0, plan_.shard_count())) {
+        AddPendingLocked(0, std::move(row));
+      }
+      // A resumed pipeline releases and cuts what its log had reached.
+      AdvanceStagesLocked();
     }
-    for (int s = 0; s + 1 < stage_count; ++s) {
-      stages_[s].released.emplace(spec_.pipeline->BarrierStep(s));
+    record_ = std::move(record);
+    dataset_ = std::move(dataset);
+    log_ = std::move(log);
+    if (record_.create_time == absl::InfinitePast()) {
+      record_.create_time = absl::Now();
     }
-    for (PipelineRow& row : tally_.TakeStageRows(0, plan_.shard_count())) {
-      AddPendingLocked(0, std::move(row));
+    if (const auto& finished = tally_.finished();
+        finished.has_value() && record_.finished.state() == 0) {
+      // A crash came between committing `finished` and saving the state.
+      record_.state = finished->state();
+      record_.reason = finished->reason();
+      record_.finished = *finished;
+      if (record_.end_time == absl::InfinitePast())
+        record_.end_time = absl::Now();
+      repaired = true;
     }
-    // A resumed pipeline releases and cuts what its log had reached.
-    AdvanceStagesLocked();
+    if (record_.state != v1::JOB_STATE_QUEUED &&
+        record_.state != v1::JOB_STATE_RUNNING) {
+      // Ended before this process started.
+      ended_ = true;
+      dataset_.reset();
+    }
   }
-  record_ = std::move(record);
-  dataset_ = std::move(dataset);
-  log_ = std::move(log);
-  if (record_.create_time == absl::InfinitePast()) {
-    record_.create_time = absl::Now();
-  }
-  if (const auto& finished = tally_.finished();
-      finished.has_value() && record_.finished.state() == 0) {
-    // A crash came between committing `finished` and saving the state.
-    record_.state = finished->state();
-    record_.reason = finished->reason();
-    record_.finished = *finished;
-    if (record_.end_time == absl::InfinitePast())
-      record_.end_time = absl::Now();
-    SaveRecordLocked();
-  }
-  if (record_.state != v1::JOB_STATE_QUEUED &&
-      record_.state != v1::JOB_STATE_RUNNING) {
-    // Ended before this process started.
-    ended_ = true;
-    dataset_.reset();
-  }
+  if (repaired) SaveRecord();
 }
 
 void Job::Suspend(absl::Status reason) {
@@ -392,8 +397,17 @@ void Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
   for (const v1::JobEvent& event : group) tally_.Add(event);
 }
 
-void Job::SaveRecordLocked() {
-  if (absl::Status saved = store_.UpdateJob(record_); !saved.ok()) {
+void Job::SaveRecord() {
+  absl::MutexLock saving(&save_mu_);
+  JobRecord record;
+  {
+    absl::MutexLock lock(&mu_);
+    // A suspended job's stored state stays QUEUED or RUNNING: it resumes
+    // when sdgd starts again.
+    if (record_.state == v1::JOB_STATE_SUSPENDED) return;
+    record = record_;
+  }
+  if (absl::Status saved = store_.UpdateJob(record); !saved.ok()) {
     Log(LogLevel::kError, "job store: cannot save the job's state",
         {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
   }
@@ -408,7 +422,6 @@ void Job::MarkRunning() {
   last_progress_ = run_start_;
   rows_at_run_start_ = tally_.rows_succeeded();
   metrics_.JobStarted();
-  SaveRecordLocked();
   if (tally_.started()) {
     Log(LogLevel::kInfo, "job resumed",
         {{"job_id", spec_.job_id},
@@ -763,19 +776,24 @@ void Job::MarkFinished() {
   // crash in between resumes the job, which then finishes from its log.
   log->AwaitCommitted();
   const absl::Status commit_error = log->commit_error();
-  absl::MutexLock lock(&mu_);
-  dataset_.reset();
-  if (!commit_error.ok() && record_.state != v1::JOB_STATE_SUSPENDED) {
-    // `finished` did not reach the disk: the stored job stays unfinished and
-    // finishes from its log when sdgd starts again.
-    record_.state = v1::JOB_STATE_SUSPENDED;
-    record_.reason = std::string(commit_error.message());
-    record_.end_time = absl::InfinitePast();
+  {
+    absl::MutexLock lock(&mu_);
+    dataset_.reset();
+    if (!commit_error.ok() && record_.state != v1::JOB_STATE_SUSPENDED) {
+      // `finished` did not reach the disk: the stored job stays unfinished
+      // and finishes from its log when sdgd starts again.
+      record_.state = v1::JOB_STATE_SUSPENDED;
+      record_.reason = std::string(commit_error.message());
+      record_.end_time = absl::InfinitePast();
+    }
+    if (record_.state == v1::JOB_STATE_SUSPENDED) return;
   }
-  if (record_.state == v1::JOB_STATE_SUSPENDED) return;
-  SaveRecordLocked();
+  SaveRecord();
   // A finished job holds no open file; readers open their own.
-  log_ = store_.OpenFinishedJobLog(spec_.job_id);
+  std::shared_ptr<EventLog> finished_log =
+      store_.OpenFinishedJobLog(spec_.job_id);
+  absl::MutexLock lock(&mu_);
+  log_ = std::move(finished_log);
 }
 
 v1::Job Job::Snapshot() const {

@@ -145,11 +145,20 @@ class Job : public std::enable_shared_from_this<Job> {
 
   // In this order: MarkRunning once, ReportShard per shard that ran,
   // MarkFinished once. (The scheduler also runs the job's timeout,
-  // spec().timeout, from MarkRunning on.)
+  // spec().timeout, from MarkRunning on.) MarkRunning does no I/O (the
+  // scheduler calls it under its lock, so that `started` is the first
+  // event): the caller saves the record after, outside its locks
+  // (SaveRecord). MarkFinished saves the record itself.
   void MarkRunning();
   void ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                    absl::Duration elapsed);
   void MarkFinished();
+
+  // Writes the record to the store. One job's writes run one at a time, each
+  // of the record as it is when its turn comes, so an older record never
+  // overwrites a newer one. Holds none of the locks the scheduler or a
+  // reader of the job takes while the store writes.
+  void SaveRecord() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
 
   // The job's events, for watchers.
   std::shared_ptr<EventLog> log() const;
@@ -168,7 +177,6 @@ class Job : public std::enable_shared_from_this<Job> {
   void AppendGroupLocked(std::vector<v1::JobEvent> group)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SaveRecordLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A pipeline shard's events: its output (results, or the rows for its
   // barrier, which go to the stage's pending rows too) and its failed rows.
   std::vector<v1::JobEvent> PipelineEventsLocked(const ShardSpec& shard,
@@ -218,7 +226,10 @@ class Job : public std::enable_shared_from_this<Job> {
     std::optional<DuplicateFilter> released;  // stages with a barrier
   };
 
-  mutable absl::Mutex mu_;
+  // Held while the store writes the record (SaveRecord); taken before mu_.
+  absl::Mutex save_mu_;
+
+  mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(save_mu_);
   std::vector<Stage> stages_ ABSL_GUARDED_BY(mu_);
   // The next first-stage shard to start (past those committed before), and
   // the later stages' cut shards not started yet.

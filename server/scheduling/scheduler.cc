@@ -56,11 +56,12 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
   }
   Job* raw = job.get();
   const std::string& tenant = raw->tenant();
+  StartedJobs started;
   {
     absl::MutexLock lock(&mu_);
     if (static_cast<int>(running_.size()) < options_.max_jobs &&
         CountTenant(running_, tenant) < options_.tenant_max_jobs) {
-      StartLocked(Entry{std::move(job)});
+      StartLocked(Entry{std::move(job)}, started);
     } else if (admission == Admission::kResumed) {
       queued_.push_back(Entry{std::move(job)});
       metrics_.JobsQueued(static_cast<double>(queued_.size()));
@@ -82,6 +83,7 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
       metrics_.JobsQueued(static_cast<double>(queued_.size()));
     }
   }
+  SaveRecords(started);
   // Registered outside mu_: the callback runs at once if already cancelled.
   CancellationToken::Registration registration =
       raw->token().OnCancel([this, raw] { OnJobCancelled(raw); });
@@ -98,9 +100,9 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
   return absl::OkStatus();
 }
 
-void Scheduler::StartLocked(Entry entry) {
-  // `started` is emitted before any worker can see the job.
+void Scheduler::StartLocked(Entry entry, StartedJobs& started) {
   entry.job->MarkRunning();
+  started.push_back(entry.job);
   entry.tenant_served = &tenant_served_[entry.job->tenant()];
   ArmTimeoutLocked(entry);
   metrics_.ShardsQueued(static_cast<double>(entry.job->shards_to_run()));
@@ -120,7 +122,12 @@ void Scheduler::ArmTimeoutLocked(Entry& entry) {
   });
 }
 
+void Scheduler::SaveRecords(const StartedJobs& started) {
+  for (const std::shared_ptr<Job>& job : started) job->SaveRecord();
+}
+
 void Scheduler::Finish(Ended ended) {
+  SaveRecords(ended.started);
   if (ended.job == nullptr) return;
   if (ended.timeout != 0) timers_.CancelTimer(ended.timeout);
   ended.job->MarkFinished();
@@ -132,7 +139,7 @@ int Scheduler::CountTenant(const EntryList& list, const std::string& tenant) {
   return count;
 }
 
-void Scheduler::PromoteQueuedLocked() {
+void Scheduler::PromoteQueuedLocked(StartedJobs& started) {
   bool promoted = false;
   while (static_cast<int>(running_.size()) < options_.max_jobs) {
     // The oldest job of the tenant running fewest, among tenants below
@@ -149,7 +156,7 @@ void Scheduler::PromoteQueuedLocked() {
     if (next == queued_.end()) break;
     Entry entry = std::move(*next);
     queued_.erase(next);
-    StartLocked(std::move(entry));
+    StartLocked(std::move(entry), started);
     promoted = true;
   }
   if (promoted) {
@@ -184,13 +191,13 @@ Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
   const int64_t unstarted = entry->job->shards_to_run() - entry->started;
   if (unstarted > 0 && !entry->job->token().IsCancelled()) return {};
   metrics_.ShardsQueued(-static_cast<double>(unstarted));
-  Ended ended{std::move(entry->job), entry->timeout,
-              std::move(entry->on_cancel)};
+  Ended ended{
+      std::move(entry->job), entry->timeout, std::move(entry->on_cancel), {}};
   running_.erase(entry);
   if (CountTenant(running_, ended.job->tenant()) == 0) {
     tenant_served_.erase(ended.job->tenant());
   }
-  PromoteQueuedLocked();
+  PromoteQueuedLocked(ended.started);
   return ended;
 }
 

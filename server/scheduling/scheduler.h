@@ -84,16 +84,20 @@ class Scheduler {
     uint64_t* tenant_served = nullptr;
   };
   using EntryList = std::list<Entry>;
-  // A job nothing more will run for, to finish once mu_ is released.
+  // Jobs started under mu_ (Job::MarkRunning) whose records are saved once
+  // it is released: no store write runs under the lock every worker needs.
+  using StartedJobs = std::vector<std::shared_ptr<Job>>;
   // A job that has nothing more to run, taken out of the lists under mu_
-  // and finished outside it. It carries the job's cancel registration: the
-  // registration's end waits for a cancel callback running on another
-  // thread, and that callback takes mu_ (OnJobCancelled), so it must not end
-  // under mu_. Declared after `job`, whose token it points into.
+  // and finished outside it, with the queued jobs its run slot started. It
+  // carries the job's cancel registration: the registration's end waits for
+  // a cancel callback running on another thread, and that callback takes
+  // mu_ (OnJobCancelled), so it must not end under mu_. Declared after
+  // `job`, whose token it points into.
   struct Ended {
     std::shared_ptr<Job> job;
     TimerService::TimerId timeout = 0;
     CancellationToken::Registration on_cancel = {};
+    StartedJobs started;
   };
 
   // A started shard whose outcome is ready to be made (Resume).
@@ -123,18 +127,25 @@ class Scheduler {
   // it; then lets queued jobs take the free run slots.
   Ended TakeIfDoneLocked(EntryList::iterator entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Outside mu_: the timeout's callback takes it, and CancelTimer waits for a
-  // running callback.
-  void Finish(Ended ended);
+  // Outside mu_: the timeout's callback takes it, CancelTimer waits for a
+  // running callback, and the store writes the records.
+  void Finish(Ended ended) ABSL_LOCKS_EXCLUDED(mu_);
+  static void SaveRecords(const StartedJobs& started) ABSL_LOCKS_EXCLUDED(mu_);
   void ArmTimeoutLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartLocked(Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PromoteQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the job running (its `started` event comes before any worker can
+  // see it) and adds it to `started`, whose records the caller saves.
+  void StartLocked(Entry entry, StartedJobs& started)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PromoteQueuedLocked(StartedJobs& started)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   ShardRunner& runner_;
   TimerService& timers_;
   Metrics& metrics_;
 
+  // Taken before any job's own lock (FindDispatchableLocked reads the jobs
+  // under it); no store write or fsync runs under it.
   absl::Mutex mu_;
   absl::CondVar work_available_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <map>
+#include <optional>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "google/protobuf/util/json_util.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/manual_timers.h"
@@ -16,6 +19,7 @@
 namespace sdg {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
@@ -156,6 +160,53 @@ class ParkingRunner final : public ShardRunner {
   std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
 };
 
+// The in-memory store, except that while the latch is shut one job's
+// record writes wait for the test to open it, as a write does on a stalled
+// disk. Remembers the last record written for each job.
+class LatchedStore final : public MemoryJobStore {
+ public:
+  void ShutFor(const std::string& job_id) {
+    absl::MutexLock lock(&latch_mu_);
+    latched_job_ = job_id;
+  }
+  void Open() {
+    absl::MutexLock lock(&latch_mu_);
+    latched_job_.reset();
+  }
+  // Returns once a write is waiting on the latch.
+  void AwaitWaiting() {
+    absl::MutexLock lock(&latch_mu_);
+    auto waiting = [this]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
+      return waiting_ > 0;
+    };
+    latch_mu_.Await(absl::Condition(&waiting));
+  }
+  std::optional<v1::JobState> LastSavedState(const std::string& job_id) {
+    absl::MutexLock lock(&latch_mu_);
+    auto it = saved_.find(job_id);
+    if (it == saved_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  absl::Status UpdateJob(const JobRecord& record) override {
+    absl::MutexLock lock(&latch_mu_);
+    ++waiting_;
+    auto open = [&]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
+      return latched_job_ != record.job_id;
+    };
+    latch_mu_.Await(absl::Condition(&open));
+    --waiting_;
+    saved_[record.job_id] = record.state;
+    return MemoryJobStore::UpdateJob(record);
+  }
+
+ private:
+  absl::Mutex latch_mu_;
+  std::optional<std::string> latched_job_ ABSL_GUARDED_BY(latch_mu_);
+  int waiting_ ABSL_GUARDED_BY(latch_mu_) = 0;
+  std::map<std::string, v1::JobState> saved_ ABSL_GUARDED_BY(latch_mu_);
+};
+
 TEST(SchedulerStartedShardsTest,
      InFlightShardsHoldNoThreadButCountInMaxWorkers) {
   Metrics metrics;
@@ -266,7 +317,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   Metrics metrics_;
-  MemoryJobStore store_;
+  LatchedStore store_;
   testing::ManualTimers timers_;
   GatedRunner runner_;
   std::vector<std::shared_ptr<RecordingSink>> tenant_sinks_;
@@ -584,6 +635,57 @@ TEST_F(SchedulerTest, FinishedJobLeavesNoTimerArmed) {
                   .ok());
   EXPECT_EQ(Finished(sink->AwaitClosed()).state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(timers_.ArmedDelays().empty());
+}
+
+// A job's record write that waits on the disk holds up neither the
+// scheduler (another job is admitted, dispatched and finished meanwhile)
+// nor a reader of the waiting job (GetJob, ListJobs). The waits below are
+// bounded only so that a regression fails here instead of hanging.
+TEST_F(SchedulerTest, ARecordWriteWaitingOnTheStoreHoldsUpNoOtherJob) {
+  StartScheduler(2);
+  runner_.Open();
+  store_.ShutFor("stalled");
+  auto stalled_sink = std::make_shared<RecordingSink>();
+  auto other_sink = std::make_shared<RecordingSink>();
+  std::shared_ptr<Job> stalled = MakeJob("stalled", 2, 1, stalled_sink);
+  std::thread submitter([&] { EXPECT_TRUE(scheduler_->Submit(stalled).ok()); });
+  store_.AwaitWaiting();  // its RUNNING record is being written
+
+  absl::Notification other_finished;
+  std::thread other([&] {
+    EXPECT_TRUE(scheduler_->Submit(MakeJob("other", 3, 2, other_sink)).ok());
+    other_sink->AwaitClosed();
+    other_finished.Notify();
+  });
+  absl::Notification read;
+  v1::JobState read_state = v1::JOB_STATE_UNSPECIFIED;
+  std::thread reader([&] {
+    read_state = stalled->Snapshot().state();
+    read.Notify();
+  });
+  const bool other_ran =
+      other_finished.WaitForNotificationWithTimeout(absl::Minutes(1));
+  const bool stalled_was_read =
+      read.WaitForNotificationWithTimeout(absl::Minutes(1));
+  store_.Open();
+  submitter.join();
+  other.join();
+  reader.join();
+
+  EXPECT_TRUE(other_ran) << "another job waited for the stalled write";
+  EXPECT_TRUE(stalled_was_read) << "reading the job waited for its write";
+  EXPECT_THAT(read_state,
+              AnyOf(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED));
+  EXPECT_EQ(Finished(other_sink->AwaitClosed()).state(),
+            v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(Finished(stalled_sink->AwaitClosed()).state(),
+            v1::JOB_STATE_SUCCEEDED);
+  // A job's final record is written after watchers get `finished`, on the
+  // worker that ended it: once the workers are joined, every write is in.
+  // The write that waited did not overwrite the final state.
+  scheduler_.reset();
+  EXPECT_EQ(store_.LastSavedState("stalled"), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(store_.LastSavedState("other"), v1::JOB_STATE_SUCCEEDED);
 }
 
 }  // namespace
