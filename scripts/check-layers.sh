@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Fails when a source file includes a header of a layer it may not use, so
 # that the folder tree keeps reading as DESIGN.md's data flow:
-#   api -> scheduling -> jobs -> store;  jobs -> pipeline;  scheduling ->
-#   pipeline;  scheduling -> backend -> http;  api -> jobs, store;
-#   observability and base are usable from every layer of sdgd; store and
-#   pipeline know nothing of each other, of jobs, backend, scheduling or api;
-#   jobs and backend know nothing of each other.
+#   api -> service -> scheduling -> jobs -> store;  service -> jobs, store;
+#   jobs -> pipeline;  scheduling -> pipeline;  scheduling -> backend ->
+#   http; observability and base are usable from every layer of sdgd; store
+#   and pipeline know nothing of each other, of jobs, backend, scheduling,
+#   service or api; jobs and backend know nothing of each other; api reaches
+#   the layers below only through the service.
 # The build runs it (target check_layers), so a wrong-way include fails
 # `cmake --build`.  Usage: scripts/check-layers.sh [SOURCE_ROOT]
 set -euo pipefail
@@ -24,7 +25,11 @@ rules=(
   "server/pipeline/:base/ server/pipeline/"
   "server/jobs/:base/ server/observability/ server/store/ server/pipeline/ server/jobs/"
   "server/scheduling/:base/ server/observability/ server/pipeline/ server/jobs/ server/backend/ server/scheduling/"
-  "server/api/:base/ server/observability/ server/store/ server/jobs/ server/scheduling/ server/api/"
+  "server/service/:base/ server/observability/ server/store/ server/jobs/ server/scheduling/ server/service/"
+  # api: the service, and two types the service hands it: a Job (to watch
+  # and cancel the job a call streams) and the event-log reader a stream
+  # sends from. Never the store's writers nor the scheduler.
+  "server/api/:base/ server/observability/ server/service/ server/jobs/job.h server/store/event_log.h server/api/"
   "server/:base/ server/"
   "client/:base/ client/"
   "tools/llmsim/:base/ tools/llmsim/"

@@ -123,17 +123,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       std::move(backends_by_name), server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(
       opts.scheduler, *server->runner_, *server->http_, server->metrics_);
+  server->jobs_ = std::make_unique<JobService>(
+      opts.service, std::move(backend_names), *server->scheduler_,
+      *server->store_, server->metrics_);
   server->service_ = std::make_unique<GenerationService>(
-      opts.service, std::move(backend_names), *server->authenticator_,
-      *server->scheduler_, *server->store_, server->metrics_);
+      *server->authenticator_, *server->jobs_);
   // Before the port opens: a client never sees a stored job as NOT_FOUND.
-  absl::StatusOr<int> resumed = server->service_->ResumeStoredJobs();
+  absl::StatusOr<int> resumed = server->jobs_->ResumeStoredJobs();
   if (!resumed.ok()) return resumed.status();
   server->resumed_jobs_ = *resumed;
-  server->service_->RemoveExpired();
+  server->jobs_->RemoveExpired();
   server->retention_ = std::make_unique<PeriodicTask>(
-      server->service_->RetentionPeriod(),
-      [service = server->service_.get()] { service->RemoveExpired(); });
+      server->jobs_->RetentionPeriod(),
+      [jobs = server->jobs_.get()] { jobs->RemoveExpired(); });
 
   grpc::EnableDefaultHealthCheckService(true);
   // The default health service carries no protobuf descriptors; linking
@@ -188,12 +190,12 @@ void Server::Shutdown(absl::Duration grace) {
   for (const char* service : {"", kServiceName}) {
     grpc_server_->GetHealthCheckService()->SetServingStatus(service, false);
   }
-  service_->StartDraining();
-  if (!service_->AwaitJobsFinished(absl::Now() + grace)) {
+  jobs_->StartDraining();
+  if (!jobs_->AwaitJobsFinished(absl::Now() + grace)) {
     Log(LogLevel::kWarning, "shutdown: grace period ended",
         {{"jobs", SuspendsOnShutdown() ? "suspended" : "cancelled"}});
     StopJobsNow("grace period ended");
-    service_->AwaitJobsFinished(absl::InfiniteFuture());
+    jobs_->AwaitJobsFinished(absl::InfiniteFuture());
   }
   Log(LogLevel::kInfo, "shutdown: jobs stopped, closing calls");
   // Every job has committed its last event; give the streams a moment to
@@ -212,9 +214,9 @@ void Server::StopJobsNow(absl::string_view why) {
   const std::string reason =
       absl::StrCat("server is shutting down (", why, ")");
   if (SuspendsOnShutdown()) {
-    service_->SuspendAllJobs(absl::UnavailableError(reason));
+    jobs_->SuspendAllJobs(absl::UnavailableError(reason));
   } else {
-    service_->CancelAllJobs(absl::CancelledError(reason));
+    jobs_->CancelAllJobs(absl::CancelledError(reason));
   }
 }
 

@@ -21,6 +21,7 @@
 #include "server/observability/metrics_server.h"
 #include "server/scheduling/scheduler.h"
 #include "server/scheduling/shard_runner.h"
+#include "server/service/job_service.h"
 #include "server/store/job_store.h"
 
 namespace sdg {
@@ -58,7 +59,7 @@ struct ServerOptions {
   enum class OnShutdown { kSuspend, kCancel };
   OnShutdown on_shutdown = OnShutdown::kSuspend;
   HttpClient::Options http;
-  GenerationService::Options service;
+  JobService::Options service;
 };
 
 class Server {
@@ -98,8 +99,9 @@ class Server {
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ShardRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<JobService> jobs_;
   std::unique_ptr<GenerationService> service_;
-  // Runs the service's RemoveExpired; stopped before the service goes.
+  // Runs the JobService's RemoveExpired; stopped before it goes.
   std::unique_ptr<PeriodicTask> retention_;
   std::unique_ptr<grpc::Server> grpc_server_;
   int port_ = 0;

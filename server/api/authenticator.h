@@ -20,19 +20,9 @@
 #include "absl/synchronization/mutex.h"
 #include "server/api/tokens_file.h"
 #include "server/observability/metrics.h"
+#include "server/service/caller.h"
 
 namespace sdg {
-
-struct Caller {
-  // "" when authentication is off.
-  std::string tenant;
-  // Sees, cancels and deletes every tenant's jobs.
-  bool admin = false;
-
-  bool Owns(absl::string_view job_tenant) const {
-    return admin || job_tenant == tenant;
-  }
-};
 
 class Authenticator {
  public:

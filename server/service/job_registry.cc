@@ -1,4 +1,4 @@
-#include "server/api/job_registry.h"
+#include "server/service/job_registry.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -1,4 +1,4 @@
-#include "server/api/storage_quota.h"
+#include "server/service/storage_quota.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

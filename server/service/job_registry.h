@@ -4,10 +4,10 @@
 // (run on a period by the server, never inside a call) removes it from the
 // store as well. No call walks every job: Find and Add cost the same with
 // fifty thousand jobs stored as with none. A caller finds only the jobs it
-// owns (authenticator.h): another tenant's job is NOT_FOUND, as if it did
+// owns (caller.h): another tenant's job is NOT_FOUND, as if it did
 // not exist.
-#ifndef SDG_SERVER_API_JOB_REGISTRY_H_
-#define SDG_SERVER_API_JOB_REGISTRY_H_
+#ifndef SDG_SERVER_SERVICE_JOB_REGISTRY_H_
+#define SDG_SERVER_SERVICE_JOB_REGISTRY_H_
 
 #include <memory>
 #include <string>
@@ -19,8 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/api/authenticator.h"
 #include "server/jobs/job.h"
+#include "server/service/caller.h"
 #include "server/store/job_store.h"
 
 namespace sdg {
@@ -78,4 +78,4 @@ class JobRegistry {
 
 }  // namespace sdg
 
-#endif  // SDG_SERVER_API_JOB_REGISTRY_H_
+#endif  // SDG_SERVER_SERVICE_JOB_REGISTRY_H_

@@ -1,4 +1,4 @@
-#include "server/api/job_registry.h"
+#include "server/service/job_registry.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

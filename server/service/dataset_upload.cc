@@ -1,52 +1,25 @@
-#include "server/api/dataset_upload.h"
+#include "server/service/dataset_upload.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "base/quote.h"
-#include "server/api/status_util.h"
-#include "server/api/storage_quota.h"
 #include "server/jobs/job_spec.h"
+#include "server/service/storage_quota.h"
 
 namespace sdg {
 
-DatasetUploadReactor* DatasetUploadReactor::Start(JobStore& store,
-                                                  std::string tenant,
-                                                  const Limits& limits,
-                                                  v1::Dataset* response) {
-  auto* reactor =
-      new DatasetUploadReactor(store, std::move(tenant), limits, response);
-  reactor->StartRead(&reactor->chunk_);
-  return reactor;
+DatasetUpload::DatasetUpload(JobStore& store, std::string tenant,
+                             const Limits& limits)
+    : store_(store), tenant_(std::move(tenant)), limits_(limits) {}
+
+DatasetUpload::~DatasetUpload() {
+  if (builder_ == nullptr || saved_) return;
+  builder_.reset();
+  store_.DiscardUpload(dataset_id_);
 }
 
-DatasetUploadReactor* DatasetUploadReactor::Refuse(JobStore& store,
-                                                   const absl::Status& status) {
-  auto* reactor = new DatasetUploadReactor(store, "", Limits{}, nullptr);
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-DatasetUploadReactor::DatasetUploadReactor(JobStore& store, std::string tenant,
-                                           const Limits& limits,
-                                           v1::Dataset* response)
-    : store_(store),
-      tenant_(std::move(tenant)),
-      limits_(limits),
-      response_(response) {}
-
-void DatasetUploadReactor::OnReadDone(bool ok) {
-  absl::Status status = ok ? Take(chunk_) : Complete();
-  if (!status.ok()) {
-    End(status);
-  } else if (ok) {
-    StartRead(&chunk_);
-  } else {
-    End(absl::OkStatus());
-  }
-}
-
-absl::Status DatasetUploadReactor::Take(const v1::DatasetChunk& chunk) {
+absl::Status DatasetUpload::Take(const v1::DatasetChunk& chunk) {
   if (builder_ == nullptr) {
     dataset_id_ = chunk.dataset_id().empty() ? NewJobId() : chunk.dataset_id();
     if (!IsValidId(dataset_id_)) {
@@ -84,7 +57,7 @@ absl::Status DatasetUploadReactor::Take(const v1::DatasetChunk& chunk) {
   });
 }
 
-absl::Status DatasetUploadReactor::Complete() {
+absl::StatusOr<v1::Dataset> DatasetUpload::Complete() {
   if (builder_ == nullptr) {
     return absl::InvalidArgumentError("the dataset is empty (no data sent)");
   }
@@ -107,26 +80,13 @@ absl::Status DatasetUploadReactor::Complete() {
   stored.info = builder_->info();
   stored.create_time = absl::Now();
   if (absl::Status s = store_.SaveUpload(stored); !s.ok()) return s;
-  *response_ = stored.dataset;
+  saved_ = true;
   Log(LogLevel::kInfo, "dataset uploaded",
       {{"dataset_id", dataset_id_},
        {"tenant", tenant_},
        {"rows", stored.dataset.rows()},
        {"bytes", stored.dataset.bytes()}});
-  return absl::OkStatus();
-}
-
-void DatasetUploadReactor::End(const absl::Status& status) {
-  if (!status.ok()) {
-    if (builder_ != nullptr) {
-      builder_.reset();
-      store_.DiscardUpload(dataset_id_);
-    }
-    Log(LogLevel::kInfo, "dataset upload refused",
-        {{"dataset_id", dataset_id_},
-         {"error", std::string(status.message())}});
-  }
-  Finish(ToGrpcStatus(status));
+  return stored.dataset;
 }
 
 }  // namespace sdg

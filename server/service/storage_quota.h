@@ -1,7 +1,7 @@
 // The words of a refusal for storage: a tenant at its quota
 // (--tenant_storage_quota_mib), an upload past --max_upload_mib.
-#ifndef SDG_SERVER_API_STORAGE_QUOTA_H_
-#define SDG_SERVER_API_STORAGE_QUOTA_H_
+#ifndef SDG_SERVER_SERVICE_STORAGE_QUOTA_H_
+#define SDG_SERVER_SERVICE_STORAGE_QUOTA_H_
 
 #include <cstdint>
 #include <string>
@@ -24,4 +24,4 @@ absl::Status UploadTooLargeError(int64_t max_upload_bytes);
 
 }  // namespace sdg
 
-#endif  // SDG_SERVER_API_STORAGE_QUOTA_H_
+#endif  // SDG_SERVER_SERVICE_STORAGE_QUOTA_H_

@@ -6,13 +6,13 @@
 // one, is readable by every tenant as "<shared>/...". A path that leads
 // anywhere else is NOT_FOUND with the words of a missing file, so that a
 // refusal never tells a tenant that another tenant's file exists.
-#ifndef SDG_SERVER_API_DATA_ROOT_H_
-#define SDG_SERVER_API_DATA_ROOT_H_
+#ifndef SDG_SERVER_SERVICE_DATA_ROOT_H_
+#define SDG_SERVER_SERVICE_DATA_ROOT_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/api/authenticator.h"
+#include "server/service/caller.h"
 
 namespace sdg {
 
@@ -45,4 +45,4 @@ class DataRoot {
 
 }  // namespace sdg
 
-#endif  // SDG_SERVER_API_DATA_ROOT_H_
+#endif  // SDG_SERVER_SERVICE_DATA_ROOT_H_

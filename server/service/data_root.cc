@@ -1,8 +1,10 @@
-#include "server/api/data_root.h"
+#include "server/service/data_root.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -1,0 +1,476 @@
+#include "server/service/job_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "base/quote.h"
+#include "sdg/v1/block_defaults.h"
+#include "server/service/storage_quota.h"
+
+namespace sdg {
+namespace {
+
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+}  // namespace
+
+JobService::JobService(const Options& options, BackendNames backends,
+                       Scheduler& scheduler, JobStore& store, Metrics& metrics)
+    : options_(options),
+      backends_(std::move(backends)),
+      scheduler_(scheduler),
+      store_(store),
+      metrics_(metrics),
+      data_root_(
+          {.root = options.data_root, .shared = options.data_root_shared}),
+      registry_(options.job_retention, store) {}
+
+absl::StatusOr<std::shared_ptr<Job>> JobService::Admit(
+    const Caller& caller, const v1::GenerateJobRequest& request,
+    absl::Span<const absl::string_view> rows) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) {
+      return absl::UnavailableError(
+          "server is shutting down; retry against another replica");
+    }
+  }
+  const std::string digest = RequestDigest(request, rows);
+  if (!request.job_id().empty()) {
+    // Ids are one namespace for every tenant; only the tenant that made a
+    // job attaches to it by sending the same request again.
+    if (absl::StatusOr<std::shared_ptr<Job>> existing = registry_.Find(
+            request.job_id(), Caller{.tenant = "", .admin = true});
+        existing.ok()) {
+      if ((*existing)->tenant() == caller.tenant &&
+          (*existing)->request_digest() == digest) {
+        return existing;
+      }
+      return JobIdTaken(request.job_id());
+    }
+  }
+  absl::StatusOr<JobSpec> spec =
+      ValidateRequest(request, backends_, options_.limits);
+  absl::Status valid =
+      spec.ok()
+          ? ValidateDatasetSource(request, static_cast<int64_t>(rows.size()))
+          : spec.status();
+  if (valid.ok()) valid = ChooseModels(*spec);
+  if (!valid.ok()) {
+    Log(LogLevel::kInfo, "job rejected",
+        {{"job_id", CutShort(request.job_id())},
+         {"tenant", caller.tenant},
+         {"error", std::string(valid.message())}});
+    return valid;
+  }
+  const std::string job_id = spec->job_id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!admitting_.insert(job_id).second) {
+      return absl::AbortedError(
+          absl::StrCat("job_id: a request for job ", Quoted(job_id),
+                       " is being admitted right now; retry to attach to it"));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Job>> job =
+      AdmitNew(caller, request, rows, digest, *std::move(spec));
+  absl::MutexLock lock(&mu_);
+  admitting_.erase(job_id);
+  return job;
+}
+
+absl::Status JobService::ChooseModels(JobSpec& spec) const {
+  if (!spec.pipeline.has_value()) {
+    return ChooseModel("block.model", spec.block);
+  }
+  for (StepSpec& step : spec.pipeline->steps) {
+    if (auto* llm = std::get_if<LlmStepSpec>(&step.kind); llm != nullptr) {
+      if (absl::Status s =
+              ChooseModel(absl::StrCat("pipeline.steps[", step.index, "] (",
+                                       Quoted(step.name), ").llm.block.model"),
+                          llm->block);
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobService::ChooseModel(absl::string_view field,
+                                     v1::Block& block) const {
+  if (!block.model().empty()) return absl::OkStatus();
+  const std::string& backend = block.backend();
+  std::vector<std::string> models = options_.backend_models
+                                        ? options_.backend_models(backend)
+                                        : std::vector<std::string>();
+  if (models.size() == 1) {
+    block.set_model(models.front());
+    return absl::OkStatus();
+  }
+  if (models.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": empty, and backend ", Quoted(backend),
+        " has not listed its models (/v1/models); name the model"));
+  }
+  std::vector<std::string> quoted;
+  for (const std::string& model : models) quoted.push_back(Quoted(model));
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": empty, and backend ", Quoted(backend), " lists ", models.size(),
+      " models; name one of: ", absl::StrJoin(quoted, ", ")));
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
+    const Caller& caller, const v1::GenerateJobRequest& request,
+    absl::Span<const absl::string_view> rows, const std::string& digest,
+    JobSpec spec) {
+  const std::string job_id = spec.job_id;
+  if (absl::StatusOr<StorageUsage> usage = UsageWithinQuota(caller);
+      !usage.ok()) {
+    Log(LogLevel::kInfo, "job rejected",
+        {{"job_id", job_id},
+         {"tenant", caller.tenant},
+         {"error", std::string(usage.status().message())}});
+    return usage.status();
+  }
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      StoreDataset(caller, request, rows, spec);
+  if (!dataset.ok()) {
+    store_.DiscardJobDataset(job_id);
+    Log(LogLevel::kInfo, "job rejected",
+        {{"job_id", job_id},
+         {"tenant", caller.tenant},
+         {"error", std::string(dataset.status().message())}});
+    return dataset.status();
+  }
+  JobRecord record;
+  record.job_id = job_id;
+  record.tenant = caller.tenant;
+  record.request = request;  // without rows: they are the dataset now
+  record.request.set_job_id(job_id);
+  // As run: a resumed job asks the model chosen now.
+  if (spec.pipeline.has_value()) {
+    for (const StepSpec& step : spec.pipeline->steps) {
+      if (const LlmStepSpec* llm = step.llm(); llm != nullptr) {
+        record.request.mutable_pipeline()
+            ->mutable_steps(step.index)
+            ->mutable_llm()
+            ->mutable_block()
+            ->set_model(llm->block.model());
+      }
+    }
+  } else {
+    record.request.mutable_block()->set_model(spec.block.model());
+  }
+  record.request_digest = digest;
+  record.create_time = absl::Now();
+  if (absl::Status added = store_.AddJob(record); !added.ok()) {
+    store_.DiscardJobDataset(job_id);
+    return added;
+  }
+  const int64_t shard_count =
+      ShardPlan((*dataset)->row_count(), spec.batch_size).shard_count();
+  absl::StatusOr<std::shared_ptr<EventLog>> log =
+      store_.OpenJobLog(job_id, [](const v1::JobEvent&) {});
+  if (!log.ok()) {
+    (void)store_.RemoveJob(job_id);
+    return log.status();
+  }
+  auto job = std::make_shared<Job>(std::move(spec), std::move(record),
+                                   *std::move(dataset), *log,
+                                   JobTally(shard_count), store_, metrics_);
+  std::weak_ptr<Job> weak = job;
+  (*log)->SetOnCommitError([weak](absl::Status error) {
+    if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
+  });
+  if (absl::Status added = registry_.Add(job); !added.ok()) {
+    (void)store_.RemoveJob(job_id);
+    return added;
+  }
+  if (absl::Status admitted = scheduler_.Submit(job); !admitted.ok()) {
+    registry_.Remove(job_id);
+    (void)store_.RemoveJob(job_id);
+    Log(LogLevel::kWarning, "job rejected",
+        {{"job_id", job_id},
+         {"tenant", caller.tenant},
+         {"error", std::string(admitted.message())}});
+    return admitted;
+  }
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> JobService::StoreDataset(
+    const Caller& caller, const v1::GenerateJobRequest& request,
+    absl::Span<const absl::string_view> rows, const JobSpec& spec) {
+  const absl::string_view source = DatasetSource(request);
+  if (!request.dataset_id().empty()) {
+    absl::StatusOr<StoredDataset> upload =
+        store_.FindUpload(request.dataset_id());
+    if (!upload.ok()) return upload.status();
+    // Another tenant's upload is as absent as one never made.
+    if (!caller.Owns(upload->tenant)) return NoSuchUpload(request.dataset_id());
+    if (absl::Status s = ValidateDataset(spec, upload->info, source); !s.ok()) {
+      return s;
+    }
+    return store_.UseUploadedDataset(request.dataset_id(), spec.job_id);
+  }
+  absl::StatusOr<std::unique_ptr<DatasetBuilder>> builder =
+      store_.NewJobDataset(spec.job_id);
+  if (!builder.ok()) return builder.status();
+  if (!request.dataset_path().empty()) {
+    absl::StatusOr<std::string> path =
+        data_root_.Resolve(request.dataset_path(), caller);
+    if (!path.ok()) return path.status();
+    if (absl::Status s = ImportJsonLinesFile(*path, **builder); !s.ok()) {
+      return s;
+    }
+  } else {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (absl::Status s = (*builder)->AddSerialized(rows[i]); !s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("rows[", i, "]: ", s.message()));
+      }
+    }
+  }
+  if (absl::Status s = ValidateDataset(spec, (*builder)->info(), source);
+      !s.ok()) {
+    return s;
+  }
+  return (*builder)->Finish();
+}
+
+absl::StatusOr<StorageUsage> JobService::UsageWithinQuota(
+    const Caller& caller) const {
+  const int64_t quota = options_.tenant_storage_quota_bytes;
+  if (quota <= 0) return StorageUsage{};
+  absl::StatusOr<StorageUsage> usage = store_.TenantUsage(caller.tenant);
+  if (usage.ok() && usage->total() >= quota) {
+    return StorageQuotaError(caller.tenant, *usage, quota);
+  }
+  return usage;
+}
+
+absl::StatusOr<int> JobService::ResumeStoredJobs() {
+  absl::StatusOr<std::vector<JobRecord>> records = store_.LoadJobs();
+  if (!records.ok()) return records.status();
+  int resumed = 0;
+  for (JobRecord& record : *records) {
+    const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
+                            record.state == v1::JOB_STATE_RUNNING;
+    const std::string job_id = record.job_id;
+    if (absl::Status s = Restore(std::move(record)); !s.ok()) {
+      Log(LogLevel::kError, "job store: cannot load a job",
+          {{"job_id", job_id}, {"error", std::string(s.message())}});
+      continue;
+    }
+    if (unfinished) ++resumed;
+  }
+  return resumed;
+}
+
+absl::Status JobService::Restore(JobRecord record) {
+  const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
+                          record.state == v1::JOB_STATE_RUNNING;
+  absl::StatusOr<JobSpec> validated =
+      ValidateRequest(record.request, backends_, options_.limits);
+  JobSpec spec;
+  if (validated.ok()) {
+    spec = *std::move(validated);
+  } else {
+    // Enough of a spec to list the job, or to fail it.
+    spec.job_id = record.job_id;
+    spec.block = record.request.block();
+    spec.batch_size = record.request.batch_size() > 0
+                          ? record.request.batch_size()
+                          : v1::kDefaultBatchSize;
+    spec.num_workers = 1;
+  }
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      store_.OpenJobDataset(record.job_id);
+  if (!dataset.ok() && unfinished) return dataset.status();
+  std::shared_ptr<Dataset> rows = dataset.ok() ? *dataset : nullptr;
+  const int64_t shard_count =
+      ShardPlan(rows != nullptr ? rows->row_count() : 0, spec.batch_size)
+          .shard_count();
+  JobTally tally(shard_count);
+  std::shared_ptr<EventLog> log;
+  if (unfinished) {
+    absl::StatusOr<std::shared_ptr<EventLog>> opened = store_.OpenJobLog(
+        record.job_id,
+        [&tally](const v1::JobEvent& event) { tally.Add(event); });
+    if (!opened.ok()) return opened.status();
+    log = *std::move(opened);
+    if (!tally.finished().has_value()) {
+      ++record.resumed;
+      metrics_.JobResumed();
+    }
+  } else {
+    log = store_.OpenFinishedJobLog(record.job_id);
+  }
+  auto job =
+      std::make_shared<Job>(std::move(spec), std::move(record), std::move(rows),
+                            log, std::move(tally), store_, metrics_);
+  if (absl::Status added = registry_.Add(job); !added.ok()) return added;
+  if (job->IsFinished()) return absl::OkStatus();
+
+  std::weak_ptr<Job> weak = job;
+  log->SetOnCommitError([weak](absl::Status error) {
+    if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
+  });
+  if (!validated.ok()) {
+    job->Cancel(absl::FailedPreconditionError(
+        absl::StrCat("cannot resume the job on this server: ",
+                     validated.status().message())));
+  }
+  Log(LogLevel::kInfo, "job resuming",
+      {{"job_id", job->id()},
+       {"resumed", job->Snapshot().resumed()},
+       {"shards_to_run", job->shards_to_run()}});
+  // Resumed jobs are admitted past the queue limit: they were admitted once.
+  if (absl::Status submitted =
+          scheduler_.Submit(job, Scheduler::Admission::kResumed);
+      !submitted.ok()) {
+    job->Suspend(submitted);
+    return submitted;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobService::Find(
+    const Caller& caller, const std::string& job_id) {
+  return registry_.Find(job_id, caller);
+}
+
+absl::StatusOr<v1::Job> JobService::Get(const Caller& caller,
+                                        const std::string& job_id) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id, caller);
+  if (!job.ok()) return job.status();
+  return Describe(**job);
+}
+
+absl::StatusOr<v1::Job> JobService::Cancel(const Caller& caller,
+                                           const std::string& job_id) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id, caller);
+  if (!job.ok()) return job.status();
+  Log(LogLevel::kInfo, "job cancel requested",
+      {{"job_id", job_id}, {"by_tenant", caller.tenant}});
+  (*job)->Cancel(absl::CancelledError("cancelled by CancelJob"));
+  return Describe(**job);
+}
+
+absl::StatusOr<StorageUsage> JobService::Usage(const Caller& caller) {
+  return store_.TenantUsage(caller.tenant);
+}
+
+absl::StatusOr<std::unique_ptr<DatasetUpload>> JobService::StartUpload(
+    const Caller& caller) {
+  absl::StatusOr<StorageUsage> usage = UsageWithinQuota(caller);
+  if (!usage.ok()) return usage.status();
+  DatasetUpload::Limits limits;
+  limits.max_upload_bytes = options_.max_upload_bytes;
+  limits.quota_bytes = options_.tenant_storage_quota_bytes;
+  limits.usage = *usage;
+  return std::make_unique<DatasetUpload>(store_, caller.tenant, limits);
+}
+
+void JobService::RemoveExpired() {
+  if (const int removed = registry_.RemoveExpired(absl::Now()); removed > 0) {
+    Log(LogLevel::kInfo, "expired jobs removed", {{"jobs", removed}});
+  }
+  PruneUploads();
+}
+
+absl::Duration JobService::RetentionPeriod() const {
+  return std::clamp(options_.job_retention / 10, absl::Seconds(1),
+                    absl::Minutes(1));
+}
+
+void JobService::PruneUploads() {
+  absl::StatusOr<int> pruned =
+      store_.PruneUploads(absl::Now() - options_.job_retention);
+  if (!pruned.ok()) {
+    Log(LogLevel::kWarning, "job store: cannot remove expired uploads",
+        {{"error", std::string(pruned.status().message())}});
+  } else if (*pruned > 0) {
+    Log(LogLevel::kInfo, "expired uploads removed", {{"uploads", *pruned}});
+  }
+}
+
+v1::Job JobService::Describe(const Job& job) const {
+  v1::Job described = job.Snapshot();
+  if (described.state() == v1::JOB_STATE_RUNNING && options_.backend_down) {
+    described.set_backend_down(options_.backend_down(described.backend()));
+  }
+  return described;
+}
+
+absl::StatusOr<v1::ListJobsResponse> JobService::List(
+    const Caller& caller, const v1::ListJobsRequest& request) {
+  if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size: must be between 0 and ", kMaxPageSize,
+                     ", got ", request.page_size()));
+  }
+  if (!v1::JobState_IsValid(request.state())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state: unknown value ", request.state()));
+  }
+  absl::StatusOr<JobRegistry::Page> page = registry_.ListPage(
+      caller, request.page_token(),
+      request.page_size() == 0 ? kDefaultPageSize : request.page_size(),
+      request.state());
+  if (!page.ok()) return page.status();
+  v1::ListJobsResponse response;
+  for (const std::shared_ptr<Job>& job : page->jobs) {
+    *response.add_jobs() = Describe(*job);
+  }
+  response.set_next_page_token(page->next_page_token);
+  return response;
+}
+
+absl::Status JobService::Delete(const Caller& caller,
+                                const std::string& job_id) {
+  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id, caller);
+  if (!job.ok()) return job.status();
+  if (!(*job)->IsFinished() ||
+      (*job)->Snapshot().state() == v1::JOB_STATE_SUSPENDED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", Quoted(job_id),
+                     " has not finished; cancel it (CancelJob) first"));
+  }
+  registry_.Remove(job_id);
+  absl::Status removed = store_.RemoveJob(job_id);
+  Log(LogLevel::kInfo, "job deleted",
+      {{"job_id", job_id}, {"by_tenant", caller.tenant}});
+  return removed;
+}
+
+void JobService::StartDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool JobService::AwaitJobsFinished(absl::Time deadline) {
+  for (const std::shared_ptr<Job>& job : registry_.Unfinished()) {
+    if (!job->AwaitFinished(deadline)) return false;
+  }
+  return true;
+}
+
+void JobService::CancelAllJobs(const absl::Status& reason) {
+  for (const std::shared_ptr<Job>& job : registry_.Unfinished()) {
+    job->Cancel(reason);
+  }
+}
+
+void JobService::SuspendAllJobs(const absl::Status& reason) {
+  for (const std::shared_ptr<Job>& job : registry_.Unfinished()) {
+    job->Suspend(reason);
+  }
+}
+
+}  // namespace sdg
