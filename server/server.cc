@@ -93,7 +93,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     server->backends_.push_back(std::move(backend));
   }
 
-  if (opts.ephemeral) {
+  if (opts.store != nullptr) {
+    server->store_ = opts.store;
+  } else if (opts.ephemeral) {
     server->store_ = std::make_unique<MemoryJobStore>();
   } else {
     absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
@@ -126,8 +128,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   server->jobs_ = std::make_unique<JobService>(
       opts.service, std::move(backend_names), *server->scheduler_,
       *server->store_, server->metrics_);
+  server->blocking_ =
+      std::make_unique<Executor>(opts.blocking_threads, "sdg-blocking");
   server->service_ = std::make_unique<GenerationService>(
-      *server->authenticator_, *server->jobs_);
+      *server->authenticator_, *server->jobs_, *server->blocking_);
   // Before the port opens: a client never sees a stored job as NOT_FOUND.
   absl::StatusOr<int> resumed = server->jobs_->ResumeStoredJobs();
   if (!resumed.ok()) return resumed.status();

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/executor.h"
 #include "server/api/authenticator.h"
 #include "server/api/generation_service.h"
 #include "server/api/transport_security.h"
@@ -54,12 +55,18 @@ struct ServerOptions {
   // outlives the process when ephemeral.
   std::string state_dir = "sdgd-data";
   bool ephemeral = false;
+  // A store made by the caller (tests, embedders) instead of the one
+  // state_dir or ephemeral names.
+  std::shared_ptr<JobStore> store;
   // After the shutdown grace: suspend running jobs (they resume on the next
   // start) or cancel them. Ephemeral servers always cancel.
   enum class OnShutdown { kSuspend, kCancel };
   OnShutdown on_shutdown = OnShutdown::kSuspend;
   HttpClient::Options http;
   JobService::Options service;
+  // Threads that run the calls' work that blocks on the store (admission,
+  // deletion, uploads): how many such calls progress at once.
+  int blocking_threads = 4;
 };
 
 class Server {
@@ -95,11 +102,14 @@ class Server {
   std::vector<std::unique_ptr<Backend>> backends_;
   // Before the scheduler and the service: their jobs write to it until they
   // are destroyed.
-  std::unique_ptr<JobStore> store_;
+  std::shared_ptr<JobStore> store_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ShardRunner> runner_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobService> jobs_;
+  // Runs the calls' work that blocks on the store; after the gRPC server in
+  // destruction, since a pending call waits for it to finish the call.
+  std::unique_ptr<Executor> blocking_;
   std::unique_ptr<GenerationService> service_;
   // Runs the JobService's RemoveExpired; stopped before it goes.
   std::unique_ptr<PeriodicTask> retention_;

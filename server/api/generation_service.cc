@@ -39,8 +39,8 @@ grpc::ServerUnaryReactor* AnswerDecoded(
 }  // namespace
 
 GenerationService::GenerationService(Authenticator& authenticator,
-                                     JobService& jobs)
-    : authenticator_(authenticator), jobs_(jobs) {}
+                                     JobService& jobs, Executor& blocking)
+    : authenticator_(authenticator), jobs_(jobs), blocking_(blocking) {}
 
 absl::StatusOr<Caller> GenerationService::Identify(
     const grpc::CallbackServerContext& context) {
@@ -57,35 +57,38 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::GenerateJob(
   if (!caller.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(caller.status()));
   }
-  DecodedJobRequest decoded;
-  if (absl::Status s = DecodeGenerateJobRequest(*request, decoded); !s.ok()) {
+  auto decoded = std::make_unique<DecodedJobRequest>();
+  if (absl::Status s = DecodeGenerateJobRequest(*request, *decoded); !s.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(s));
   }
-  return StartGenerateJob(context, *caller, decoded);
+  JobStreamReactor* reactor = JobStreamReactor::CreatePending();
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  blocking_.Post([this, reactor, deadline, caller = *std::move(caller),
+                  decoded = std::move(decoded)] {
+    StartGenerateJob(*reactor, deadline, caller, *decoded);
+  });
+  return reactor;
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartGenerateJob(
-    grpc::CallbackServerContext* context, const Caller& caller,
-    const DecodedJobRequest& decoded) {
+void GenerationService::StartGenerateJob(JobStreamReactor& reactor,
+                                         absl::Time deadline,
+                                         const Caller& caller,
+                                         const DecodedJobRequest& decoded) {
   absl::StatusOr<std::shared_ptr<Job>> job =
       jobs_.Admit(caller, decoded.fields, decoded.rows);
-  if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
+  if (!job.ok()) return reactor.Fail(ToGrpcStatus(job.status()));
   absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
       (*job)->log()->Read(0);
-  if (!reader.ok()) {
-    return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
-  }
-  if (decoded.fields.detach()) {
-    return JobStreamReactor::Create(*std::move(reader), nullptr);
-  }
+  if (!reader.ok()) return reactor.Fail(ToGrpcStatus(reader.status()));
+  if (decoded.fields.detach())
+    return reactor.Begin(*std::move(reader), nullptr);
   // The call also ends this way when its deadline passes: the server's
   // deadline is counted from the request's arrival, so the client's own
   // cancel at its deadline can come a little earlier; kDeadlineSlack covers
   // that.
   static constexpr absl::Duration kDeadlineSlack = absl::Seconds(1);
-  const absl::Time deadline = absl::FromChrono(context->deadline());
   std::weak_ptr<Job> weak = *job;
-  return JobStreamReactor::Create(*std::move(reader), [weak, deadline] {
+  reactor.Begin(*std::move(reader), [weak, deadline] {
     std::shared_ptr<Job> job = weak.lock();
     if (job == nullptr) return;
     if (absl::Now() + kDeadlineSlack >= deadline) {
@@ -103,15 +106,19 @@ grpc::ServerUnaryReactor* GenerationService::CreateJob(
     grpc::ByteBuffer* response) {
   absl::StatusOr<Caller> caller = Identify(*context);
   if (!caller.ok()) return Answer(context, caller.status());
-  DecodedJobRequest decoded;
-  absl::Status status = DecodeGenerateJobRequest(*request, decoded);
-  if (status.ok()) {
-    absl::StatusOr<std::shared_ptr<Job>> admitted =
-        jobs_.Admit(*caller, decoded.fields, decoded.rows);
-    if (admitted.ok()) *response = EncodeMessage(jobs_.Describe(**admitted));
-    status = admitted.status();
+  auto decoded = std::make_unique<DecodedJobRequest>();
+  if (absl::Status s = DecodeGenerateJobRequest(*request, *decoded); !s.ok()) {
+    return Answer(context, s);
   }
-  return Answer(context, status);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  blocking_.Post([this, reactor, response, caller = *std::move(caller),
+                  decoded = std::move(decoded)] {
+    absl::StatusOr<std::shared_ptr<Job>> admitted =
+        jobs_.Admit(caller, decoded->fields, decoded->rows);
+    if (admitted.ok()) *response = EncodeMessage(jobs_.Describe(**admitted));
+    reactor->Finish(ToGrpcStatus(admitted.status()));
+  });
+  return reactor;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(
@@ -142,13 +149,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
 
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     grpc::CallbackServerContext* context, v1::Dataset* response) {
-  absl::StatusOr<Caller> caller = Identify(*context);
-  absl::StatusOr<std::unique_ptr<DatasetUpload>> upload =
-      caller.ok()
-          ? jobs_.StartUpload(*caller)
-          : absl::StatusOr<std::unique_ptr<DatasetUpload>>(caller.status());
-  if (!upload.ok()) return DatasetUploadReactor::Refuse(upload.status());
-  return DatasetUploadReactor::Start(*std::move(upload), response);
+  return DatasetUploadReactor::Start(
+      blocking_,
+      [this, caller = Identify(*context)]()
+          -> absl::StatusOr<std::unique_ptr<DatasetUpload>> {
+        if (!caller.ok()) return caller.status();
+        return jobs_.StartUpload(*caller);
+      },
+      response);
 }
 
 grpc::ServerUnaryReactor* GenerationService::CancelJob(
@@ -164,20 +172,22 @@ grpc::ServerUnaryReactor* GenerationService::CancelJob(
 grpc::ServerUnaryReactor* GenerationService::GetStorageUsage(
     grpc::CallbackServerContext* context, const v1::GetStorageUsageRequest*,
     v1::StorageUsage* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<Caller> caller = Identify(*context);
-  absl::StatusOr<StorageUsage> usage =
-      caller.ok() ? jobs_.Usage(*caller)
-                  : absl::StatusOr<StorageUsage>(caller.status());
-  if (usage.ok()) {
-    response->set_tenant(caller->tenant);
-    response->set_upload_bytes(usage->upload_bytes);
-    response->set_dataset_bytes(usage->dataset_bytes);
-    response->set_result_bytes(usage->result_bytes);
-    response->set_total_bytes(usage->total());
-    response->set_quota_bytes(jobs_.storage_quota_bytes());
-  }
-  reactor->Finish(ToGrpcStatus(usage.status()));
+  if (!caller.ok()) return Answer(context, caller.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The usage is counted from the store's files.
+  blocking_.Post([this, reactor, response, caller = *std::move(caller)] {
+    absl::StatusOr<StorageUsage> usage = jobs_.Usage(caller);
+    if (usage.ok()) {
+      response->set_tenant(caller.tenant);
+      response->set_upload_bytes(usage->upload_bytes);
+      response->set_dataset_bytes(usage->dataset_bytes);
+      response->set_result_bytes(usage->result_bytes);
+      response->set_total_bytes(usage->total());
+      response->set_quota_bytes(jobs_.storage_quota_bytes());
+    }
+    reactor->Finish(ToGrpcStatus(usage.status()));
+  });
   return reactor;
 }
 
@@ -204,14 +214,21 @@ grpc::ServerUnaryReactor* GenerationService::ListJobs(
 grpc::ServerUnaryReactor* GenerationService::DeleteJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerDecoded<v1::DeleteJobRequest, google::protobuf::Empty>(
-      context, Identify(*context), *request, response,
-      [this](const Caller& caller, const v1::DeleteJobRequest& request)
-          -> absl::StatusOr<google::protobuf::Empty> {
-        absl::Status deleted = jobs_.Delete(caller, request.job_id());
-        if (!deleted.ok()) return deleted;
-        return google::protobuf::Empty();
-      });
+  absl::StatusOr<Caller> caller = Identify(*context);
+  if (!caller.ok()) return Answer(context, caller.status());
+  v1::DeleteJobRequest decoded;
+  if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
+    return Answer(context, s);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Removing a job's files and record blocks on the store.
+  blocking_.Post([this, reactor, response, caller = *std::move(caller),
+                  job_id = decoded.job_id()] {
+    absl::Status deleted = jobs_.Delete(caller, job_id);
+    if (deleted.ok()) *response = EncodeMessage(google::protobuf::Empty());
+    reactor->Finish(ToGrpcStatus(deleted));
+  });
+  return reactor;
 }
 
 }  // namespace sdg

@@ -7,8 +7,10 @@
 
 #include <string>
 
+#include "base/executor.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "server/api/authenticator.h"
+#include "server/api/job_stream.h"
 #include "server/api/wire.h"
 #include "server/service/job_service.h"
 
@@ -30,7 +32,11 @@ using GenerationServiceBase =
 
 class GenerationService final : public GenerationServiceBase {
  public:
-  GenerationService(Authenticator& authenticator, JobService& jobs);
+  // Work that blocks on the store (admission, deletion, uploads, storage
+  // usage) runs on `blocking`, never on gRPC's reaction threads; the call
+  // is finished from there.
+  GenerationService(Authenticator& authenticator, JobService& jobs,
+                    Executor& blocking);
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerateJob(
       grpc::CallbackServerContext* context,
@@ -63,16 +69,17 @@ class GenerationService final : public GenerationServiceBase {
  private:
   // The call's caller, from its authorization metadata.
   absl::StatusOr<Caller> Identify(const grpc::CallbackServerContext& context);
-  // GenerateJob on a decoded request.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* StartGenerateJob(
-      grpc::CallbackServerContext* context, const Caller& caller,
-      const DecodedJobRequest& request);
+  // On the executor: admits the job and starts `reactor`'s stream of its
+  // events, or fails the call.
+  void StartGenerateJob(JobStreamReactor& reactor, absl::Time deadline,
+                        const Caller& caller, const DecodedJobRequest& request);
   // WatchJob on a decoded request.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatchJob(
       const Caller& caller, const v1::WatchJobRequest& request);
 
   Authenticator& authenticator_;
   JobService& jobs_;
+  Executor& blocking_;
 };
 
 }  // namespace sdg

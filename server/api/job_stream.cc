@@ -40,6 +40,7 @@ StreamCursor::Action StreamCursor::NextActionLocked() {
     action.finish = ToGrpcStatus(*end);
   } else {
     action.wait_after = reader_->last_read();
+    action.log = &reader_->log();
   }
   return action;
 }
@@ -47,7 +48,6 @@ StreamCursor::Action StreamCursor::NextActionLocked() {
 void StreamCursor::Pump() {
   while (true) {
     Action action;
-    std::shared_ptr<EventLog> log;
     {
       absl::MutexLock lock(&mu_);
       action = NextActionLocked();
@@ -59,7 +59,7 @@ void StreamCursor::Pump() {
     } else if (action.wait_after.has_value()) {
       std::weak_ptr<StreamCursor> weak = weak_from_this();
       // False: committed (or ended) meanwhile, so look again.
-      if (!reader_->log().NotifyAfter(*action.wait_after, [weak] {
+      if (!action.log->NotifyAfter(*action.wait_after, [weak] {
             if (std::shared_ptr<StreamCursor> cursor = weak.lock()) {
               cursor->Pump();
             }
@@ -71,12 +71,29 @@ void StreamCursor::Pump() {
   }
 }
 
-void StreamCursor::Attach(JobStreamReactor* reactor) {
+void StreamCursor::Attach(JobStreamReactor* reactor,
+                          std::unique_ptr<EventLog::Reader> reader,
+                          absl::AnyInvocable<void()> on_client_cancel) {
+  absl::AnyInvocable<void()> cancel_now;
   {
     absl::MutexLock lock(&mu_);
     reactor_ = reactor;
+    reader_ = std::move(reader);
+    if (client_gone_) {
+      cancel_now = std::move(on_client_cancel);
+    } else {
+      on_client_cancel_ = std::move(on_client_cancel);
+    }
   }
+  if (cancel_now) std::move(cancel_now)();
   Pump();
+}
+
+bool StreamCursor::TakeFinishOfUnattached() {
+  absl::MutexLock lock(&mu_);
+  if (finish_called_) return false;
+  finish_called_ = true;
+  return true;
 }
 
 void StreamCursor::OnWriteDone(bool ok) {
@@ -89,45 +106,49 @@ void StreamCursor::OnWriteDone(bool ok) {
 }
 
 void StreamCursor::OnCancel() {
+  // OnCancel also follows a normal Finish when the client had already gone;
+  // cancelling a finished job does nothing.
+  absl::AnyInvocable<void()> on_client_cancel;
   {
     absl::MutexLock lock(&mu_);
     client_gone_ = true;
+    on_client_cancel = std::move(on_client_cancel_);
   }
+  if (on_client_cancel) std::move(on_client_cancel)();
   Pump();
 }
 
-JobStreamReactor::JobStreamReactor(std::shared_ptr<StreamCursor> cursor,
-                                   absl::AnyInvocable<void()> on_client_cancel)
-    : cursor_(std::move(cursor)),
-      on_client_cancel_(std::move(on_client_cancel)) {}
+JobStreamReactor::JobStreamReactor(std::shared_ptr<StreamCursor> cursor)
+    : cursor_(std::move(cursor)) {}
 
-JobStreamReactor* JobStreamReactor::Allocate(
-    std::shared_ptr<StreamCursor> cursor,
-    absl::AnyInvocable<void()> on_client_cancel) {
-  return new JobStreamReactor(std::move(cursor), std::move(on_client_cancel));
+JobStreamReactor* JobStreamReactor::Allocate() {
+  return new JobStreamReactor(std::make_shared<StreamCursor>());
 }
 
 JobStreamReactor* JobStreamReactor::Reject(const grpc::Status& status) {
   // Its cursor is never attached, so nothing but this Finish reaches gRPC.
-  auto* reactor = Allocate(std::make_shared<StreamCursor>(nullptr), nullptr);
-  reactor->Finish(status);
+  JobStreamReactor* reactor = Allocate();
+  reactor->Fail(status);
   return reactor;
 }
 
 JobStreamReactor* JobStreamReactor::Create(
     std::unique_ptr<EventLog::Reader> reader,
     absl::AnyInvocable<void()> on_client_cancel) {
-  auto* reactor = Allocate(std::make_shared<StreamCursor>(std::move(reader)),
-                           std::move(on_client_cancel));
-  reactor->cursor_->Attach(reactor);
+  JobStreamReactor* reactor = Allocate();
+  reactor->Begin(std::move(reader), std::move(on_client_cancel));
   return reactor;
 }
 
-void JobStreamReactor::OnCancel() {
-  // OnCancel also follows a normal Finish when the client had already gone;
-  // cancelling a finished job does nothing.
-  if (on_client_cancel_) std::exchange(on_client_cancel_, nullptr)();
-  cursor_->OnCancel();
+JobStreamReactor* JobStreamReactor::CreatePending() { return Allocate(); }
+
+void JobStreamReactor::Begin(std::unique_ptr<EventLog::Reader> reader,
+                             absl::AnyInvocable<void()> on_client_cancel) {
+  cursor_->Attach(this, std::move(reader), std::move(on_client_cancel));
+}
+
+void JobStreamReactor::Fail(const grpc::Status& status) {
+  if (cursor_->TakeFinishOfUnattached()) Finish(status);
 }
 
 }  // namespace sdg

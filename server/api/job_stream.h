@@ -25,8 +25,7 @@ class JobStreamReactor;
 // notifications may arrive after the call is done, and then do nothing.
 class StreamCursor : public std::enable_shared_from_this<StreamCursor> {
  public:
-  explicit StreamCursor(std::unique_ptr<EventLog::Reader> reader)
-      : reader_(std::move(reader)) {}
+  StreamCursor() = default;
 
  private:
   friend class JobStreamReactor;
@@ -37,21 +36,33 @@ class StreamCursor : public std::enable_shared_from_this<StreamCursor> {
     JobStreamReactor* reactor = nullptr;
     const grpc::ByteBuffer* write = nullptr;
     std::optional<grpc::Status> finish;
-    // Nothing to send yet: wait for the log to commit after this sequence.
+    // Nothing to send yet: wait for `log` to commit after this sequence.
     std::optional<uint64_t> wait_after;
+    EventLog* log = nullptr;
   };
   // Sends the next committed event, finishes, or waits for the log.
   void Pump();
   Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  void Attach(JobStreamReactor* reactor);
+  // Starts streaming what `reader` reads; runs `on_client_cancel` at once if
+  // the client went away before.
+  void Attach(JobStreamReactor* reactor,
+              std::unique_ptr<EventLog::Reader> reader,
+              absl::AnyInvocable<void()> on_client_cancel);
+  // Whether the caller may Finish a call that was never attached: true
+  // once (also after the client went away: Finish is still owed).
+  bool TakeFinishOfUnattached();
   void OnWriteDone(bool ok);
   void OnCancel();
 
   absl::Mutex mu_;
-  const std::unique_ptr<EventLog::Reader> reader_ ABSL_PT_GUARDED_BY(mu_);
+  // Set once, by Attach.
+  std::unique_ptr<EventLog::Reader> reader_ ABSL_GUARDED_BY(mu_);
   // Set once, by Attach; not called after Finish.
   JobStreamReactor* reactor_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Runs once, when the client goes away (OnCancel), or at Attach if it
+  // went away before.
+  absl::AnyInvocable<void()> on_client_cancel_ ABSL_GUARDED_BY(mu_);
   // The event being written, serialized; owned by the write.
   grpc::ByteBuffer in_flight_;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
@@ -70,24 +81,28 @@ class JobStreamReactor final
   // if the client cancels or drops the call.
   static JobStreamReactor* Create(std::unique_ptr<EventLog::Reader> reader,
                                   absl::AnyInvocable<void()> on_client_cancel);
+  // A call whose stream is decided later, on another thread (after work
+  // that blocks, such as admitting the job): then exactly one of Begin or
+  // Fail. Until then the call waits; a client that goes away meanwhile is
+  // seen at Begin.
+  static JobStreamReactor* CreatePending();
+  void Begin(std::unique_ptr<EventLog::Reader> reader,
+             absl::AnyInvocable<void()> on_client_cancel);
+  void Fail(const grpc::Status& status);
 
   void OnWriteDone(bool ok) override { cursor_->OnWriteDone(ok); }
-  void OnCancel() override;
+  void OnCancel() override { cursor_->OnCancel(); }
   void OnDone() override { delete this; }
 
  private:
-  JobStreamReactor(std::shared_ptr<StreamCursor> cursor,
-                   absl::AnyInvocable<void()> on_client_cancel);
+  explicit JobStreamReactor(std::shared_ptr<StreamCursor> cursor);
   // Only allocates, and is the one place that does: ThreadSanitizer's
   // suppressions name this frame for races on the reactor object itself,
   // which gRPC hands between its threads inside libgrpc (see
   // tests/tsan/suppressions.txt). Our mutable state lives in the cursor.
-  static JobStreamReactor* Allocate(
-      std::shared_ptr<StreamCursor> cursor,
-      absl::AnyInvocable<void()> on_client_cancel);
+  static JobStreamReactor* Allocate();
 
   const std::shared_ptr<StreamCursor> cursor_;
-  absl::AnyInvocable<void()> on_client_cancel_;
 };
 
 }  // namespace sdg

@@ -5,29 +5,37 @@
 
 namespace sdg {
 
-DatasetUploadReactor* DatasetUploadReactor::Start(
-    std::unique_ptr<DatasetUpload> upload, v1::Dataset* response) {
-  auto* reactor = new DatasetUploadReactor(std::move(upload), response);
-  reactor->StartRead(&reactor->chunk_);
+DatasetUploadReactor* DatasetUploadReactor::Start(Executor& blocking,
+                                                  Prepare prepare,
+                                                  v1::Dataset* response) {
+  auto* reactor = new DatasetUploadReactor(blocking, response);
+  blocking.Post([reactor, prepare = std::move(prepare)]() mutable {
+    absl::StatusOr<std::unique_ptr<DatasetUpload>> upload =
+        std::move(prepare)();
+    if (!upload.ok()) {
+      reactor->Finish(ToGrpcStatus(upload.status()));
+      return;
+    }
+    reactor->upload_ = *std::move(upload);
+    reactor->StartRead(&reactor->chunk_);
+  });
   return reactor;
 }
 
-DatasetUploadReactor* DatasetUploadReactor::Refuse(const absl::Status& status) {
-  auto* reactor = new DatasetUploadReactor(nullptr, nullptr);
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-DatasetUploadReactor::DatasetUploadReactor(
-    std::unique_ptr<DatasetUpload> upload, v1::Dataset* response)
-    : upload_(std::move(upload)), response_(response) {}
+DatasetUploadReactor::DatasetUploadReactor(Executor& blocking,
+                                           v1::Dataset* response)
+    : blocking_(blocking), response_(response) {}
 
 void DatasetUploadReactor::OnReadDone(bool ok) {
+  blocking_.Post([this, ok] { Step(ok); });
+}
+
+void DatasetUploadReactor::Step(bool ok) {
   absl::Status status = ok ? upload_->Take(chunk_) : Complete();
   if (!status.ok()) {
     End(status);
   } else if (ok) {
-    StartRead(&chunk_);
+    StartRead(&chunk_);  // last: the next OnReadDone may run at once
   } else {
     End(absl::OkStatus());
   }
@@ -48,7 +56,7 @@ void DatasetUploadReactor::End(const absl::Status& status) {
   }
   // What was written of a refused upload is discarded with it.
   upload_.reset();
-  Finish(ToGrpcStatus(status));
+  Finish(ToGrpcStatus(status));  // last: OnDone may delete this at once
 }
 
 }  // namespace sdg

@@ -1,7 +1,9 @@
 // The server side of an UploadDataset call: hands each chunk to the
 // service's DatasetUpload as it arrives and answers with the stored
-// dataset; a refused chunk (or a client that goes away) ends the call and
-// the upload stores nothing.
+// dataset; a refused chunk ends the call and the upload stores nothing.
+// The upload writes files, so its work runs on an Executor, never in a
+// reaction: one read is in flight at a time, and the next starts once the
+// executor has taken the chunk.
 #ifndef SDG_SERVER_API_UPLOAD_REACTOR_H_
 #define SDG_SERVER_API_UPLOAD_REACTOR_H_
 
@@ -9,6 +11,8 @@
 
 #include <memory>
 
+#include "absl/functional/any_invocable.h"
+#include "base/executor.h"
 #include "sdg/v1/generation.pb.h"
 #include "server/service/dataset_upload.h"
 
@@ -17,30 +21,34 @@ namespace sdg {
 class DatasetUploadReactor final
     : public grpc::ServerReadReactor<v1::DatasetChunk> {
  public:
-  // Answers into `response`, which outlives the call. Only allocates (and
-  // so starts the first read), and is the one place that does:
+  using Prepare =
+      absl::AnyInvocable<absl::StatusOr<std::unique_ptr<DatasetUpload>>() &&>;
+  // Runs `prepare` on `blocking` (it may read the store), then reads the
+  // chunks into the upload it made, answering into `response`, which
+  // outlives the call; an error from `prepare` ends the call, reading
+  // nothing. Only allocates, and is the one place that does:
   // ThreadSanitizer's suppressions name this frame for gRPC filling
   // `chunk_` on its own thread after a handoff inside libgrpc (see
   // tests/tsan/suppressions.txt), as for JobStreamReactor::Allocate.
-  static DatasetUploadReactor* Start(std::unique_ptr<DatasetUpload> upload,
+  static DatasetUploadReactor* Start(Executor& blocking, Prepare prepare,
                                      v1::Dataset* response);
-  // Ends the call with `status` at once, reading nothing (a caller that is
-  // not authenticated, or a tenant at its quota).
-  static DatasetUploadReactor* Refuse(const absl::Status& status);
-
   void OnReadDone(bool ok) override;
   void OnDone() override { delete this; }
 
  private:
-  DatasetUploadReactor(std::unique_ptr<DatasetUpload> upload,
-                       v1::Dataset* response);
+  DatasetUploadReactor(Executor& blocking, v1::Dataset* response);
+  // On the executor: takes the chunk just read (or, once the client has
+  // sent everything, completes the upload), then reads on or ends.
+  void Step(bool ok);
   // The client has sent everything.
   absl::Status Complete();
   void End(const absl::Status& status);
 
-  std::unique_ptr<DatasetUpload> upload_;
+  Executor& blocking_;
   v1::Dataset* const response_;
-  // Only touched by OnReadDone, which gRPC never runs twice at once.
+  // Set on the executor before the first read; then touched only by Step,
+  // which runs once per read, after it.
+  std::unique_ptr<DatasetUpload> upload_;
   v1::DatasetChunk chunk_;
 };
 

@@ -4,9 +4,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "google/protobuf/util/json_util.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "tests/integration/service_fixture.h"
+#include "tests/testing/latched_store.h"
 
 namespace sdg {
 namespace {
@@ -262,6 +265,48 @@ TEST_F(ServiceTest, GetAndListShowAFinishedJob) {
       stub_->ListJobs(&list_context, v1::ListJobsRequest(), &list).ok());
   ASSERT_EQ(list.jobs_size(), 1);
   EXPECT_EQ(list.jobs(0).job_id(), "job-a");
+}
+
+// A store write that stalls (a disk that hangs) holds up only the call that
+// made it: while one job's record waits to be added, another job is
+// created, run to its end, read and listed. And no record write runs on a
+// gRPC thread: admission writes on sdgd's blocking threads, a job's end on
+// the worker that ended it.
+TEST_F(ServiceTest, AStalledStoreWriteHoldsUpOnlyItsOwnCall) {
+  auto store = std::make_shared<testing::LatchedStore>();
+  ServerOptions options;
+  options.store = store;
+  ServiceFixture::StartServer({{"sim", sim_.url()}}, options);
+  store->ShutFor("stalled");
+  v1::GenerateJobRequest stalled = Request(2);
+  stalled.set_job_id("stalled");
+  grpc::Status stalled_status;
+  std::thread creator([&] {
+    grpc::ClientContext context;
+    v1::Job job;
+    stalled_status = stub_->CreateJob(&context, stalled, &job);
+  });
+  store->AwaitWaiting();
+
+  v1::GenerateJobRequest other = Request(4);
+  other.set_job_id("other");
+  EXPECT_EQ(Run(other).Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  absl::StatusOr<v1::Job> got = GetJob("other");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->rows_succeeded(), 4);
+  grpc::ClientContext list_context;
+  v1::ListJobsResponse list;
+  ASSERT_TRUE(
+      stub_->ListJobs(&list_context, v1::ListJobsRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 1);  // "stalled" is not admitted yet
+  EXPECT_EQ(list.jobs(0).job_id(), "other");
+
+  store->Open();
+  creator.join();
+  EXPECT_TRUE(stalled_status.ok()) << stalled_status.error_message();
+  EXPECT_TRUE(GetJob("stalled").ok());
+  EXPECT_THAT(store->WriterThreads(),
+              ::testing::Each(::testing::AnyOf("sdg-blocking", "sdg-worker")));
 }
 
 TEST_F(ServiceTest, UnknownJobIsNotFound) {

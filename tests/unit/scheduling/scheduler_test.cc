@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <deque>
-#include <map>
 #include <optional>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/util/json_util.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/latched_store.h"
 #include "tests/testing/manual_timers.h"
 #include "tests/testing/test_jobs.h"
 
@@ -160,53 +160,6 @@ class ParkingRunner final : public ShardRunner {
   std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
 };
 
-// The in-memory store, except that while the latch is shut one job's
-// record writes wait for the test to open it, as a write does on a stalled
-// disk. Remembers the last record written for each job.
-class LatchedStore final : public MemoryJobStore {
- public:
-  void ShutFor(const std::string& job_id) {
-    absl::MutexLock lock(&latch_mu_);
-    latched_job_ = job_id;
-  }
-  void Open() {
-    absl::MutexLock lock(&latch_mu_);
-    latched_job_.reset();
-  }
-  // Returns once a write is waiting on the latch.
-  void AwaitWaiting() {
-    absl::MutexLock lock(&latch_mu_);
-    auto waiting = [this]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
-      return waiting_ > 0;
-    };
-    latch_mu_.Await(absl::Condition(&waiting));
-  }
-  std::optional<v1::JobState> LastSavedState(const std::string& job_id) {
-    absl::MutexLock lock(&latch_mu_);
-    auto it = saved_.find(job_id);
-    if (it == saved_.end()) return std::nullopt;
-    return it->second;
-  }
-
-  absl::Status UpdateJob(const JobRecord& record) override {
-    absl::MutexLock lock(&latch_mu_);
-    ++waiting_;
-    auto open = [&]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
-      return latched_job_ != record.job_id;
-    };
-    latch_mu_.Await(absl::Condition(&open));
-    --waiting_;
-    saved_[record.job_id] = record.state;
-    return MemoryJobStore::UpdateJob(record);
-  }
-
- private:
-  absl::Mutex latch_mu_;
-  std::optional<std::string> latched_job_ ABSL_GUARDED_BY(latch_mu_);
-  int waiting_ ABSL_GUARDED_BY(latch_mu_) = 0;
-  std::map<std::string, v1::JobState> saved_ ABSL_GUARDED_BY(latch_mu_);
-};
-
 TEST(SchedulerStartedShardsTest,
      InFlightShardsHoldNoThreadButCountInMaxWorkers) {
   Metrics metrics;
@@ -317,7 +270,7 @@ class SchedulerTest : public ::testing::Test {
   }
 
   Metrics metrics_;
-  LatchedStore store_;
+  testing::LatchedStore store_;
   testing::ManualTimers timers_;
   GatedRunner runner_;
   std::vector<std::shared_ptr<RecordingSink>> tenant_sinks_;
@@ -644,10 +597,10 @@ TEST_F(SchedulerTest, FinishedJobLeavesNoTimerArmed) {
 TEST_F(SchedulerTest, ARecordWriteWaitingOnTheStoreHoldsUpNoOtherJob) {
   StartScheduler(2);
   runner_.Open();
-  store_.ShutFor("stalled");
   auto stalled_sink = std::make_shared<RecordingSink>();
   auto other_sink = std::make_shared<RecordingSink>();
   std::shared_ptr<Job> stalled = MakeJob("stalled", 2, 1, stalled_sink);
+  store_.ShutFor("stalled");  // once its record is added
   std::thread submitter([&] { EXPECT_TRUE(scheduler_->Submit(stalled).ok()); });
   store_.AwaitWaiting();  // its RUNNING record is being written
 

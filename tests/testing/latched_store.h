@@ -1,0 +1,92 @@
+// The in-memory store, except that while its latch is shut for a job, that
+// job's record writes (AddJob, UpdateJob) wait for the test to open it, as
+// a write does on a stalled disk. Remembers the last state written for each
+// job and the names of the threads that wrote records, so that a test can
+// show which threads a stalled write holds up, and which run store writes.
+#ifndef SDG_TESTS_TESTING_LATCHED_STORE_H_
+#define SDG_TESTS_TESTING_LATCHED_STORE_H_
+
+#include <pthread.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "server/store/memory_job_store.h"
+
+namespace sdg::testing {
+
+class LatchedStore final : public MemoryJobStore {
+ public:
+  void ShutFor(const std::string& job_id) {
+    absl::MutexLock lock(&latch_mu_);
+    latched_job_ = job_id;
+  }
+  void Open() {
+    absl::MutexLock lock(&latch_mu_);
+    latched_job_.reset();
+  }
+  // Returns once a write is waiting on the latch.
+  void AwaitWaiting() {
+    absl::MutexLock lock(&latch_mu_);
+    auto waiting = [this]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
+      return waiting_ > 0;
+    };
+    latch_mu_.Await(absl::Condition(&waiting));
+  }
+  std::optional<v1::JobState> LastSavedState(const std::string& job_id) {
+    absl::MutexLock lock(&latch_mu_);
+    auto it = saved_.find(job_id);
+    if (it == saved_.end()) return std::nullopt;
+    return it->second;
+  }
+  // The names of the threads that added, updated or removed records.
+  std::set<std::string> WriterThreads() {
+    absl::MutexLock lock(&latch_mu_);
+    return writer_threads_;
+  }
+
+  absl::Status AddJob(const JobRecord& record) override {
+    AwaitLatch(record);
+    return MemoryJobStore::AddJob(record);
+  }
+  absl::Status UpdateJob(const JobRecord& record) override {
+    AwaitLatch(record);
+    return MemoryJobStore::UpdateJob(record);
+  }
+  absl::Status RemoveJob(const std::string& job_id) override {
+    NoteWriter();
+    return MemoryJobStore::RemoveJob(job_id);
+  }
+
+ private:
+  void AwaitLatch(const JobRecord& record) {
+    NoteWriter();
+    absl::MutexLock lock(&latch_mu_);
+    ++waiting_;
+    auto open = [&]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
+      return latched_job_ != record.job_id;
+    };
+    latch_mu_.Await(absl::Condition(&open));
+    --waiting_;
+    saved_[record.job_id] = record.state;
+  }
+  void NoteWriter() {
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    absl::MutexLock lock(&latch_mu_);
+    writer_threads_.insert(name);
+  }
+
+  absl::Mutex latch_mu_;
+  std::optional<std::string> latched_job_ ABSL_GUARDED_BY(latch_mu_);
+  int waiting_ ABSL_GUARDED_BY(latch_mu_) = 0;
+  std::map<std::string, v1::JobState> saved_ ABSL_GUARDED_BY(latch_mu_);
+  std::set<std::string> writer_threads_ ABSL_GUARDED_BY(latch_mu_);
+};
+
+}  // namespace sdg::testing
+
+#endif  // SDG_TESTS_TESTING_LATCHED_STORE_H_
