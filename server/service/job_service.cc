@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "base/quote.h"
+#include "base/status_macros.h"
 #include "sdg/v1/block_defaults.h"
 #include "server/service/storage_quota.h"
 
@@ -129,24 +131,23 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
     absl::Span<const absl::string_view> rows, const std::string& digest,
     JobSpec spec) {
   const std::string job_id = spec.job_id;
+  auto rejected = [&](LogLevel level, absl::Status why) {
+    Log(level, "job rejected",
+        {{"job_id", job_id},
+         {"tenant", caller.tenant},
+         {"error", std::string(why.message())}});
+    return why;
+  };
   if (absl::StatusOr<StorageUsage> usage = UsageWithinQuota(caller);
       !usage.ok()) {
-    Log(LogLevel::kInfo, "job rejected",
-        {{"job_id", job_id},
-         {"tenant", caller.tenant},
-         {"error", std::string(usage.status().message())}});
-    return usage.status();
+    return rejected(LogLevel::kInfo, usage.status());
   }
+  // Until the scheduler has the job, a refusal takes back, in reverse
+  // order, what admission stored.
+  absl::Cleanup discard_dataset = [&] { store_.DiscardJobDataset(job_id); };
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
       StoreDataset(caller, request, rows, spec);
-  if (!dataset.ok()) {
-    store_.DiscardJobDataset(job_id);
-    Log(LogLevel::kInfo, "job rejected",
-        {{"job_id", job_id},
-         {"tenant", caller.tenant},
-         {"error", std::string(dataset.status().message())}});
-    return dataset.status();
-  }
+  if (!dataset.ok()) return rejected(LogLevel::kInfo, dataset.status());
   JobRecord record;
   record.job_id = job_id;
   record.tenant = caller.tenant;
@@ -168,38 +169,28 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
   }
   record.request_digest = digest;
   record.create_time = absl::Now();
-  if (absl::Status added = store_.AddJob(record); !added.ok()) {
-    store_.DiscardJobDataset(job_id);
-    return added;
-  }
+  SDG_RETURN_IF_ERROR(store_.AddJob(record));
+  // From here on, removing the job removes its dataset too.
+  std::move(discard_dataset).Cancel();
+  absl::Cleanup remove_job = [&] { (void)store_.RemoveJob(job_id); };
   const int64_t shard_count =
       ShardPlan((*dataset)->row_count(), spec.batch_size).shard_count();
-  absl::StatusOr<std::shared_ptr<EventLog>> log =
-      store_.OpenJobLog(job_id, [](const v1::JobEvent&) {});
-  if (!log.ok()) {
-    (void)store_.RemoveJob(job_id);
-    return log.status();
-  }
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<EventLog> log,
+                       store_.OpenJobLog(job_id, [](const v1::JobEvent&) {}));
   auto job = std::make_shared<Job>(std::move(spec), std::move(record),
-                                   *std::move(dataset), *log,
+                                   *std::move(dataset), log,
                                    JobTally(shard_count), store_, metrics_);
   std::weak_ptr<Job> weak = job;
-  (*log)->SetOnCommitError([weak](absl::Status error) {
+  log->SetOnCommitError([weak](absl::Status error) {
     if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
   });
-  if (absl::Status added = registry_.Add(job); !added.ok()) {
-    (void)store_.RemoveJob(job_id);
-    return added;
+  SDG_RETURN_IF_ERROR(registry_.Add(job));
+  absl::Cleanup unregister = [&] { registry_.Remove(job_id); };
+  if (absl::Status submitted = scheduler_.Submit(job); !submitted.ok()) {
+    return rejected(LogLevel::kWarning, submitted);
   }
-  if (absl::Status admitted = scheduler_.Submit(job); !admitted.ok()) {
-    registry_.Remove(job_id);
-    (void)store_.RemoveJob(job_id);
-    Log(LogLevel::kWarning, "job rejected",
-        {{"job_id", job_id},
-         {"tenant", caller.tenant},
-         {"error", std::string(admitted.message())}});
-    return admitted;
-  }
+  std::move(unregister).Cancel();
+  std::move(remove_job).Cancel();
   return job;
 }
 
@@ -208,39 +199,29 @@ absl::StatusOr<std::shared_ptr<Dataset>> JobService::StoreDataset(
     absl::Span<const absl::string_view> rows, const JobSpec& spec) {
   const absl::string_view source = DatasetSource(request);
   if (!request.dataset_id().empty()) {
-    absl::StatusOr<StoredDataset> upload =
-        store_.FindUpload(request.dataset_id());
-    if (!upload.ok()) return upload.status();
+    SDG_ASSIGN_OR_RETURN(StoredDataset upload,
+                         store_.FindUpload(request.dataset_id()));
     // Another tenant's upload is as absent as one never made.
-    if (!caller.Owns(upload->tenant)) return NoSuchUpload(request.dataset_id());
-    if (absl::Status s = ValidateDataset(spec, upload->info, source); !s.ok()) {
-      return s;
-    }
+    if (!caller.Owns(upload.tenant)) return NoSuchUpload(request.dataset_id());
+    SDG_RETURN_IF_ERROR(ValidateDataset(spec, upload.info, source));
     return store_.UseUploadedDataset(request.dataset_id(), spec.job_id);
   }
-  absl::StatusOr<std::unique_ptr<DatasetBuilder>> builder =
-      store_.NewJobDataset(spec.job_id);
-  if (!builder.ok()) return builder.status();
+  SDG_ASSIGN_OR_RETURN(std::unique_ptr<DatasetBuilder> builder,
+                       store_.NewJobDataset(spec.job_id));
   if (!request.dataset_path().empty()) {
-    absl::StatusOr<std::string> path =
-        data_root_.Resolve(request.dataset_path(), caller);
-    if (!path.ok()) return path.status();
-    if (absl::Status s = ImportJsonLinesFile(*path, **builder); !s.ok()) {
-      return s;
-    }
+    SDG_ASSIGN_OR_RETURN(std::string path,
+                         data_root_.Resolve(request.dataset_path(), caller));
+    SDG_RETURN_IF_ERROR(ImportJsonLinesFile(path, *builder));
   } else {
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (absl::Status s = (*builder)->AddSerialized(rows[i]); !s.ok()) {
+      if (absl::Status s = builder->AddSerialized(rows[i]); !s.ok()) {
         return absl::Status(s.code(),
                             absl::StrCat("rows[", i, "]: ", s.message()));
       }
     }
   }
-  if (absl::Status s = ValidateDataset(spec, (*builder)->info(), source);
-      !s.ok()) {
-    return s;
-  }
-  return (*builder)->Finish();
+  SDG_RETURN_IF_ERROR(ValidateDataset(spec, builder->info(), source));
+  return builder->Finish();
 }
 
 absl::StatusOr<StorageUsage> JobService::UsageWithinQuota(
@@ -347,19 +328,19 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::Find(
 
 absl::StatusOr<v1::Job> JobService::Get(const Caller& caller,
                                         const std::string& job_id) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id, caller);
-  if (!job.ok()) return job.status();
-  return Describe(**job);
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
+                       registry_.Find(job_id, caller));
+  return Describe(*job);
 }
 
 absl::StatusOr<v1::Job> JobService::Cancel(const Caller& caller,
                                            const std::string& job_id) {
-  absl::StatusOr<std::shared_ptr<Job>> job = registry_.Find(job_id, caller);
-  if (!job.ok()) return job.status();
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
+                       registry_.Find(job_id, caller));
   Log(LogLevel::kInfo, "job cancel requested",
       {{"job_id", job_id}, {"by_tenant", caller.tenant}});
-  (*job)->Cancel(absl::CancelledError("cancelled by CancelJob"));
-  return Describe(**job);
+  job->Cancel(absl::CancelledError("cancelled by CancelJob"));
+  return Describe(*job);
 }
 
 absl::StatusOr<StorageUsage> JobService::Usage(const Caller& caller) {
@@ -368,12 +349,10 @@ absl::StatusOr<StorageUsage> JobService::Usage(const Caller& caller) {
 
 absl::StatusOr<std::unique_ptr<DatasetUpload>> JobService::StartUpload(
     const Caller& caller) {
-  absl::StatusOr<StorageUsage> usage = UsageWithinQuota(caller);
-  if (!usage.ok()) return usage.status();
   DatasetUpload::Limits limits;
+  SDG_ASSIGN_OR_RETURN(limits.usage, UsageWithinQuota(caller));
   limits.max_upload_bytes = options_.max_upload_bytes;
   limits.quota_bytes = options_.tenant_storage_quota_bytes;
-  limits.usage = *usage;
   return std::make_unique<DatasetUpload>(store_, caller.tenant, limits);
 }
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
+#include "base/status_macros.h"
 #include "server/store/file_util.h"
 
 namespace sdg {
@@ -263,10 +264,9 @@ absl::StatusOr<SqliteJobStore::StatementUse> SqliteJobStore::Prepared(Sql sql) {
 
 absl::StatusOr<int> SqliteJobStore::Execute(
     Sql sql, absl::FunctionRef<void(sqlite3_stmt*)> bind) {
-  absl::StatusOr<StatementUse> use = Prepared(sql);
-  if (!use.ok()) return use.status();
-  bind(use->get());
-  if (sqlite3_step(use->get()) != SQLITE_DONE) return Error(Doing(sql));
+  SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(sql));
+  bind(use.get());
+  if (sqlite3_step(use.get()) != SQLITE_DONE) return Error(Doing(sql));
   return sqlite3_changes(db_);
 }
 
@@ -341,9 +341,8 @@ void SqliteJobStore::DiscardUpload(const std::string& dataset_id) {
 absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
     const std::string& dataset_id) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<StatementUse> use = Prepared(Sql::kSelectUpload);
-  if (!use.ok()) return use.status();
-  sqlite3_stmt* stmt = use->get();
+  SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(Sql::kSelectUpload));
+  sqlite3_stmt* stmt = use.get();
   BindText(stmt, 1, dataset_id);
   const int rc = sqlite3_step(stmt);
   if (rc == SQLITE_DONE) return NoSuchUpload(dataset_id);
@@ -364,20 +363,19 @@ absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
   {
     absl::MutexLock lock(&mu_);
     {
-      absl::StatusOr<StatementUse> use = Prepared(Sql::kSelectUploadsBefore);
-      if (!use.ok()) return use.status();
-      sqlite3_bind_int64(use->get(), 1, ToNanos(cutoff));
+      SDG_ASSIGN_OR_RETURN(StatementUse use,
+                           Prepared(Sql::kSelectUploadsBefore));
+      sqlite3_bind_int64(use.get(), 1, ToNanos(cutoff));
       int rc;
-      while ((rc = sqlite3_step(use->get())) == SQLITE_ROW) {
-        expired.push_back(ColumnBytes(use->get(), 0));
+      while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+        expired.push_back(ColumnBytes(use.get(), 0));
       }
       if (rc != SQLITE_DONE) return Error(Doing(Sql::kSelectUploadsBefore));
     }
     for (const std::string& id : expired) {
-      absl::StatusOr<int> deleted =
-          Execute(Sql::kDeleteUpload,
-                  [&](sqlite3_stmt* stmt) { BindText(stmt, 1, id); });
-      if (!deleted.ok()) return deleted.status();
+      SDG_RETURN_IF_ERROR(Execute(Sql::kDeleteUpload, [&](sqlite3_stmt* stmt) {
+                            BindText(stmt, 1, id);
+                          }).status());
     }
   }
   for (const std::string& id : expired) DiscardUpload(id);
@@ -400,8 +398,8 @@ absl::Status SqliteJobStore::AddJob(const JobRecord& record) {
 
 absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<int> updated =
-      Execute(Sql::kUpdateJob, [&](sqlite3_stmt* stmt) {
+  SDG_ASSIGN_OR_RETURN(
+      const int updated, Execute(Sql::kUpdateJob, [&](sqlite3_stmt* stmt) {
         sqlite3_bind_int(stmt, 1, record.state);
         sqlite3_bind_int64(stmt, 2, ToNanos(record.start_time));
         sqlite3_bind_int64(stmt, 3, ToNanos(record.end_time));
@@ -409,28 +407,25 @@ absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
         sqlite3_bind_int(stmt, 5, record.resumed);
         BindBlob(stmt, 6, record.finished.SerializeAsString());
         BindText(stmt, 7, record.job_id);
-      });
-  if (!updated.ok()) return updated.status();
-  if (*updated == 0) return NoSuchJob(record.job_id);
+      }));
+  if (updated == 0) return NoSuchJob(record.job_id);
   return absl::OkStatus();
 }
 
 absl::Status SqliteJobStore::RemoveJob(const std::string& job_id) {
   {
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<int> deleted =
-        Execute(Sql::kDeleteJob,
-                [&](sqlite3_stmt* stmt) { BindText(stmt, 1, job_id); });
-    if (!deleted.ok()) return deleted.status();
+    SDG_RETURN_IF_ERROR(Execute(Sql::kDeleteJob, [&](sqlite3_stmt* stmt) {
+                          BindText(stmt, 1, job_id);
+                        }).status());
   }
   return RemoveTree(JobDir(job_id));
 }
 
 absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<StatementUse> use = Prepared(Sql::kSelectJobs);
-  if (!use.ok()) return use.status();
-  sqlite3_stmt* stmt = use->get();
+  SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(Sql::kSelectJobs));
+  sqlite3_stmt* stmt = use.get();
   std::vector<JobRecord> records;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -472,13 +467,12 @@ std::shared_ptr<EventLog> SqliteJobStore::OpenFinishedJobLog(
 absl::StatusOr<std::vector<std::string>> SqliteJobStore::IdsOfTenant(
     Sql sql, const std::string& tenant) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<StatementUse> use = Prepared(sql);
-  if (!use.ok()) return use.status();
-  BindText(use->get(), 1, tenant);
+  SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(sql));
+  BindText(use.get(), 1, tenant);
   std::vector<std::string> ids;
   int rc;
-  while ((rc = sqlite3_step(use->get())) == SQLITE_ROW) {
-    ids.push_back(ColumnBytes(use->get(), 0));
+  while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+    ids.push_back(ColumnBytes(use.get(), 0));
   }
   if (rc != SQLITE_DONE) return Error(Doing(sql));
   return ids;
