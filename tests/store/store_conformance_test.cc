@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "server/store/memory_job_store.h"
 #include "server/store/sqlite_job_store.h"
+#include "tests/testing/log_events.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
@@ -24,6 +25,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::ResultOfShard;
 
 // One store implementation as the suite opens it.
 struct StoreKind {
@@ -91,17 +93,6 @@ std::vector<std::string> Questions(const Dataset& dataset, int64_t first,
     questions.push_back(row.fields().at("q").string_value());
   }
   return questions;
-}
-
-v1::JobEvent ResultOfShard(int64_t shard) {
-  v1::JobEvent event;
-  event.set_job_id("j");
-  event.mutable_shard_result()->set_shard_index(shard);
-  v1::ResultRow* row = event.mutable_shard_result()->add_rows();
-  row->set_row_index(shard);
-  (*row->mutable_columns()->mutable_fields())["output"].set_string_value(
-      "text of shard " + std::to_string(shard));
-  return event;
 }
 
 // What a reader after `after` reads now: each event's sequence and shard.

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "absl/synchronization/notification.h"
+#include "tests/testing/log_events.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
@@ -22,17 +23,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-v1::JobEvent ResultOfShard(int64_t shard) {
-  v1::JobEvent event;
-  event.set_job_id("j");
-  event.mutable_shard_result()->set_shard_index(shard);
-  v1::ResultRow* row = event.mutable_shard_result()->add_rows();
-  row->set_row_index(shard);
-  (*row->mutable_columns()->mutable_fields())["output"].set_string_value(
-      "text of shard " + std::to_string(shard));
-  return event;
-}
+using testing::ResultOfShard;
 
 // Every event a new reader gets after `after`, and how the log ends for it.
 std::vector<uint64_t> SequencesAfter(EventLog& log, uint64_t after) {

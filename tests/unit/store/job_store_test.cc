@@ -1,5 +1,7 @@
-// The SQLite store without a server: records survive reopening, uploads and
-// job datasets live in their own directories, one server per state_dir.
+// What only the SQLite store does, without a server: uploads and job datasets
+// live in their own directories, usage counts files, one server per
+// state_dir. What every store does is in tests/store/ (the conformance
+// suite).
 #include <errno.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -35,37 +37,6 @@ class SqliteJobStoreTest : public ::testing::Test {
 
   std::string dir_ = testing::MakeTempDir() + "/state";
 };
-
-TEST_F(SqliteJobStoreTest, RecordsSurviveReopeningInCreationOrder) {
-  {
-    auto store = Open();
-    ASSERT_TRUE(store->AddJob(Record("b")).ok());
-    ASSERT_TRUE(store->AddJob(Record("a")).ok());
-    JobRecord done = Record("a");
-    done.state = v1::JOB_STATE_SUCCEEDED;
-    done.finished.set_rows_succeeded(7);
-    done.resumed = 2;
-    done.end_time = absl::FromUnixSeconds(1700000100);
-    ASSERT_TRUE(store->UpdateJob(done).ok());
-    EXPECT_EQ(store->AddJob(Record("a")).code(),
-              absl::StatusCode::kAlreadyExists);
-  }
-  auto store = Open();
-  auto records = store->LoadJobs();
-  ASSERT_TRUE(records.ok());
-  ASSERT_EQ(records->size(), 2u);
-  EXPECT_EQ((*records)[0].job_id, "b");
-  EXPECT_EQ((*records)[0].state, v1::JOB_STATE_QUEUED);
-  const JobRecord& a = (*records)[1];
-  EXPECT_EQ(a.state, v1::JOB_STATE_SUCCEEDED);
-  EXPECT_EQ(a.finished.rows_succeeded(), 7);
-  EXPECT_EQ(a.resumed, 2);
-  EXPECT_EQ(a.request.block().model(), "m");
-  EXPECT_EQ(a.request_digest, "digest-a");
-  EXPECT_EQ(a.create_time, absl::FromUnixSeconds(1700000000));
-  EXPECT_EQ(a.end_time, absl::FromUnixSeconds(1700000100));
-  EXPECT_EQ(a.start_time, absl::InfinitePast());
-}
 
 TEST_F(SqliteJobStoreTest, AnUploadGivesJobsTheirOwnCopy) {
   auto store = Open();
