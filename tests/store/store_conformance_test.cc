@@ -17,7 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "server/store/memory_job_store.h"
 #include "server/store/sqlite_job_store.h"
-#include "tests/testing/log_events.h"
+#include "tests/testing/store_test_data.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::Record;
 using testing::ResultOfShard;
 
 // One store implementation as the suite opens it.
@@ -65,17 +66,6 @@ StoreKind SqliteStore() {
 
 // Tests are named after the store: Stores/StoreConformanceTest.X/sqlite.
 void PrintTo(const StoreKind& kind, std::ostream* out) { *out << kind.name; }
-
-JobRecord Record(const std::string& id, const std::string& tenant = "t") {
-  JobRecord record;
-  record.job_id = id;
-  record.tenant = tenant;
-  record.request.set_job_id(id);
-  record.request.mutable_block()->set_model("m");
-  record.request_digest = "digest-" + id;
-  record.create_time = absl::FromUnixSeconds(1700000000);
-  return record;
-}
 
 google::protobuf::Struct Row(const std::string& question) {
   google::protobuf::Struct row;

@@ -15,7 +15,7 @@
 #include <fstream>
 
 #include "absl/synchronization/notification.h"
-#include "tests/testing/log_events.h"
+#include "tests/testing/store_test_data.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {

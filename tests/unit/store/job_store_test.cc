@@ -11,12 +11,14 @@
 
 #include "server/store/file_util.h"
 #include "server/store/sqlite_job_store.h"
+#include "tests/testing/store_test_data.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::Record;
 
 class SqliteJobStoreTest : public ::testing::Test {
  protected:
@@ -24,15 +26,6 @@ class SqliteJobStoreTest : public ::testing::Test {
     auto store = SqliteJobStore::Open(dir_);
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? *std::move(store) : nullptr;
-  }
-  static JobRecord Record(const std::string& id) {
-    JobRecord record;
-    record.job_id = id;
-    record.request.set_job_id(id);
-    record.request.mutable_block()->set_model("m");
-    record.request_digest = "digest-" + id;
-    record.create_time = absl::FromUnixSeconds(1700000000);
-    return record;
   }
 
   std::string dir_ = testing::MakeTempDir() + "/state";
