@@ -22,16 +22,13 @@ namespace {
 
 class InstantRunner final : public BlockingShardRunner {
  public:
-  ShardOutcome Run(const JobSpec&, const ShardSpec&,
-                   std::vector<google::protobuf::Struct>,
+  // A pipeline stage's rows pass through.
+  ShardOutcome Run(const JobSpec&, const ShardSpec&, ShardInput input,
                    CancellationToken&) override {
-    return {};
-  }
-  ShardOutcome RunStage(const JobSpec&, const ShardSpec&, int,
-                        std::vector<PipelineRow> rows,
-                        CancellationToken&) override {
     ShardOutcome outcome;
-    outcome.rows = std::move(rows);
+    if (auto* stage = std::get_if<StageInput>(&input)) {
+      outcome.rows = std::move(stage->rows);
+    }
     return outcome;
   }
 };

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace sdg {
@@ -265,6 +266,15 @@ ShardSpec Job::ShardOfLocked(int stage, int64_t local) const {
   const int64_t first = local * spec_.batch_size;
   return ShardSpec{stage * kStageStride + local, first,
                    std::min<int64_t>(spec_.batch_size, rows - first)};
+}
+
+absl::StatusOr<ShardInput> Job::ReadInput(const ShardSpec& shard) const {
+  if (!is_pipeline()) {
+    SDG_ASSIGN_OR_RETURN(BlockInput rows, ReadRows(shard));
+    return rows;
+  }
+  SDG_ASSIGN_OR_RETURN(std::vector<PipelineRow> rows, ReadStageRows(shard));
+  return StageInput{StageOf(shard), std::move(rows)};
 }
 
 absl::StatusOr<std::vector<PipelineRow>> Job::ReadStageRows(

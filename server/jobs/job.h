@@ -21,6 +21,7 @@
 #include "base/cancellation_token.h"
 #include "sdg/v1/generation.pb.h"
 #include "server/jobs/job_spec.h"
+#include "server/jobs/shard_input.h"
 #include "server/jobs/shard_outcome.h"
 #include "server/jobs/shard_plan.h"
 #include "server/observability/metrics.h"
@@ -128,6 +129,9 @@ class Job : public std::enable_shared_from_this<Job> {
   int64_t shards_to_run() const;
   // Shards cut so far, committed or not.
   int64_t shard_count() const;
+  // What `shard` runs on: a block's rows read from the dataset, or a
+  // pipeline stage's input (ReadStageRows).
+  absl::StatusOr<ShardInput> ReadInput(const ShardSpec& shard) const;
   // The rows of `shard`, read from the dataset.
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       const ShardSpec& shard) const;

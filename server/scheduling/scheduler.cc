@@ -228,34 +228,22 @@ void Scheduler::StartShard(std::shared_ptr<Job> job, const ShardSpec& shard) {
   metrics_.ShardsQueued(-1);
   metrics_.WorkerBusy(1);
   const absl::Time started = absl::Now();
-  ShardOutcome failed;
-  if (job->is_pipeline()) {
-    absl::StatusOr<std::vector<PipelineRow>> rows = job->ReadStageRows(shard);
-    if (!rows.ok()) {
-      failed.status = rows.status();
-      return EndShard(job, shard, std::move(failed), started);
-    }
-    ShardOutcome outcome =
-        runner_.RunStage(job->spec(), shard, Job::StageOf(shard),
-                         *std::move(rows), job->token());
-    return EndShard(job, shard, std::move(outcome), started);
-  }
-  absl::StatusOr<std::vector<google::protobuf::Struct>> rows =
-      job->ReadRows(shard);
-  if (!rows.ok()) {
-    failed.status = rows.status();
+  absl::StatusOr<ShardInput> input = job->ReadInput(shard);
+  if (!input.ok()) {
+    ShardOutcome failed;
+    failed.status = input.status();
     return EndShard(job, shard, std::move(failed), started);
   }
   Job& raw = *job;
   runner_.Start(
-      raw.spec(), shard, *std::move(rows), raw.token(),
+      raw.spec(), shard, *std::move(input), raw.token(),
       [this, job = std::move(job), shard,
-       started](ShardRunner::Finish finish) mutable {
-        Resume(Ready{std::move(job), shard, started, std::move(finish)});
+       started](ShardRunner::Continuation continuation) {
+        QueueReady(Ready{job, shard, started, std::move(continuation)});
       });
 }
 
-void Scheduler::Resume(Ready ready) {
+void Scheduler::QueueReady(Ready ready) {
   bool wake;
   {
     absl::MutexLock lock(&mu_);
@@ -329,15 +317,19 @@ void Scheduler::WorkerLoop() {
         ++shards_in_progress_;
         *entry->tenant_served = ++dispatches_;
         running_.splice(running_.end(), running_, entry);
-        // Starting a shard may block (a pipeline's runs to its end): this
-        // worker does not serve the queue until it is back.
+        // Starting a shard reads its rows and may wait for a backend's
+        // first batching decision: this worker does not serve the queue
+        // until it is back.
         --serving_;
         serving = false;
       }
     }
     if (ready.has_value()) {
-      ShardOutcome outcome = std::move(ready->finish)();
-      EndShard(ready->job, ready->shard, std::move(outcome), ready->started);
+      // nullopt: the shard sent a later step's requests and is in flight.
+      if (std::optional<ShardOutcome> outcome =
+              std::move(ready->continuation)()) {
+        EndShard(ready->job, ready->shard, *std::move(outcome), ready->started);
+      }
     } else {
       StartShard(std::move(job), shard);
     }

@@ -1,17 +1,17 @@
 // Runs the shards of every job on a fixed set of persistent worker threads,
-// at most max_workers shards in progress at once. A block's shard holds no
-// worker while its requests are in flight: the worker starts it and goes on
-// to other work, and the shard comes back to the workers (a queue served
-// before new shards) to be finished once its replies are in, so that under
-// load a worker finishes shard after shard without sleeping in between.
-// Jobs are admitted up to a limit (more wait in a bounded queue), and each
-// tenant up to its own; shards are taken round-robin across tenants first,
-// then across a tenant's running jobs, so that one tenant's many jobs do not
-// starve another's one; each job has its own cap (num_workers) under the
-// global one (the worker count). A queued job starts when a run slot frees,
-// the tenant with the fewest running jobs first. A cancelled job gets no new
-// shard and its workers go back to the pool. A resumed job runs only the shards
-// its log has not committed. A job with a timeout is stopped
+// at most max_workers shards in progress at once. A shard (a block's or a
+// pipeline stage's) holds no worker while its requests are in flight: the
+// worker starts it and goes on to other work, and the shard comes back to the
+// workers (a queue served before new shards) to be finished once its replies
+// are in, so that under load a worker finishes shard after shard without
+// sleeping in between. Jobs are admitted up to a limit (more wait in a bounded
+// queue), and each tenant up to its own; shards are taken round-robin across
+// tenants first, then across a tenant's running jobs, so that one tenant's many
+// jobs do not starve another's one; each job has its own cap (num_workers)
+// under the global one (the worker count). A queued job starts when a run slot
+// frees, the tenant with the fewest running jobs first. A cancelled job gets no
+// new shard and its workers go back to the pool. A resumed job runs only the
+// shards its log has not committed. A job with a timeout is stopped
 // (DEADLINE_EXCEEDED) by a timer armed when it starts to run. Jobs do not
 // wait for their watchers: events go to the job's log, which watchers read
 // at their own pace.
@@ -100,20 +100,19 @@ class Scheduler {
     StartedJobs started;
   };
 
-  // A started shard whose outcome is ready to be made (Resume).
+  // A started shard whose replies are in, to be continued on a worker.
   struct Ready {
     std::shared_ptr<Job> job;
     ShardSpec shard;
     absl::Time started;
-    ShardRunner::Finish finish;
+    ShardRunner::Continuation continuation;
   };
 
   void WorkerLoop();
-  // Reads the shard's rows and starts them: a block's (it comes back through
-  // ready_), or a pipeline stage's (run here, to its end).
+  // Reads the shard's input and starts it; it comes back through ready_.
   void StartShard(std::shared_ptr<Job> job, const ShardSpec& shard);
-  // The runner's Resume for a block's shard: queues it for a worker.
-  void Resume(Ready ready);
+  // The runner's Ready: queues a shard's continuation for a worker.
+  void QueueReady(Ready ready);
   // Reports the shard's outcome to its job and frees its place.
   void EndShard(const std::shared_ptr<Job>& job, const ShardSpec& shard,
                 ShardOutcome outcome, absl::Time started);
@@ -162,10 +161,11 @@ class Scheduler {
   // Workers that will look at ready_ before they next wait: not waiting,
   // and not starting or running a shard (which may block).
   int serving_ ABSL_GUARDED_BY(mu_) = 0;
-  // How many serving workers Resume keeps awake: the CPUs (at least 2).
+  // How many serving workers QueueReady keeps awake: the CPUs (at least 2).
   const int serving_target_ =
       static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-  // Started shards ready to finish, oldest first; served before new shards.
+  // Started shards ready to continue, oldest first; served before new
+  // shards.
   std::deque<Ready> ready_ ABSL_GUARDED_BY(mu_);
 
   std::vector<std::thread> workers_;

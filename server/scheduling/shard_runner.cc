@@ -6,10 +6,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
+#include "base/status_macros.h"
 #include "server/backend/openai_protocol.h"
 #include "server/backend/sample_fanout.h"
 
@@ -37,14 +38,56 @@ class SampleReplies {
   int remaining_ ABSL_GUARDED_BY(mu_);
 };
 
-// A shard's requests in flight, for the blocking and the non-blocking path
-// alike: their replies as they come (on the HTTP loop's thread), aborted at
-// once if the job's token is cancelled. A request the backend hands back as
-// one to send one sample at a time goes out again as one request per sample
-// (sample_fanout.h), and their merged reply takes its place. `on_all` runs
-// once, on the thread of the last reply, or on Send's if every reply came
-// before it returned.
-class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
+ShardOutcome Failed(absl::Status status, int attempts = 0) {
+  ShardOutcome outcome;
+  outcome.status = std::move(status);
+  outcome.attempts = attempts;
+  return outcome;
+}
+
+// Hands over an outcome already made.
+ShardRunner::Continuation Done(ShardOutcome outcome) {
+  return [outcome = std::move(outcome)]() mutable {
+    return std::optional<ShardOutcome>(std::move(outcome));
+  };
+}
+
+// A row's prompt, or why it has none: a missing column, over
+// --max_prompt_bytes, or past the shard's budget (`shard_bytes` so far).
+absl::StatusOr<std::string> RenderPrompt(const JobSpec& spec,
+                                         const PromptTemplate& prompt_template,
+                                         const google::protobuf::Struct& row,
+                                         size_t& shard_bytes) {
+  absl::StatusOr<std::string> prompt =
+      prompt_template.Render(row, spec.max_prompt_bytes);
+  if (prompt.ok() &&
+      shard_bytes + prompt->size() > spec.max_shard_prompt_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the shard's prompts are longer than ", spec.max_shard_prompt_bytes,
+        " bytes (the server's --max_shard_prompt_bytes); use a smaller "
+        "batch_size"));
+  }
+  if (prompt.ok()) shard_bytes += prompt->size();
+  return prompt;
+}
+
+// Each of a block shard's rows, rendered or not.
+struct BlockPrompts {
+  std::vector<std::string> texts;
+  std::vector<size_t> prompted;  // their rows, by offset in the shard
+  std::vector<RowFailure> failed_rows;
+};
+
+}  // namespace
+
+// A call's requests in flight: their replies as they come (on the HTTP loop's
+// thread), aborted at once if the job's token is cancelled. A request the
+// backend hands back as one to send one sample at a time goes out again as one
+// request per sample (sample_fanout.h), and their merged reply takes its place.
+// `on_all` runs once, on the thread of the last reply, or on Send's if every
+// reply came before it returned.
+class BackendShardRunner::RequestBatch
+    : public std::enable_shared_from_this<RequestBatch> {
  public:
   RequestBatch(size_t count, absl::AnyInvocable<void() &&> on_all)
       : replies_(count),
@@ -70,9 +113,10 @@ class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
     Arrive(std::nullopt, {});
   }
 
-  // Once `on_all` has run, on a worker: ending the cancel registration may
-  // wait for a cancel callback running on another thread (which never waits
-  // for this one), so it does not end on the HTTP loop's thread.
+  // Once `on_all` has run, in the continuation on a worker: ending the cancel
+  // registration may wait for a cancel callback running on another thread
+  // (which never waits for this one), so it does not end on the HTTP loop's
+  // thread.
   std::vector<BackendReply> TakeReplies() {
     on_cancel_ = {};
     absl::MutexLock lock(&mu_);
@@ -151,254 +195,281 @@ class RequestBatch : public std::enable_shared_from_this<RequestBatch> {
   absl::AnyInvocable<void() &&> on_all_;
 };
 
-ShardOutcome Failed(absl::Status status, int attempts = 0) {
-  ShardOutcome outcome;
-  outcome.status = std::move(status);
-  outcome.attempts = attempts;
-  return outcome;
-}
-
-// A row's prompt, or why it has none: a missing column, over
-// --max_prompt_bytes, or past the shard's budget (`shard_bytes` so far).
-absl::StatusOr<std::string> RenderPrompt(const JobSpec& spec,
-                                         const PromptTemplate& prompt_template,
-                                         const google::protobuf::Struct& row,
-                                         size_t& shard_bytes) {
-  absl::StatusOr<std::string> prompt =
-      prompt_template.Render(row, spec.max_prompt_bytes);
-  if (prompt.ok() &&
-      shard_bytes + prompt->size() > spec.max_shard_prompt_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the shard's prompts are longer than ", spec.max_shard_prompt_bytes,
-        " bytes (the server's --max_shard_prompt_bytes); use a smaller "
-        "batch_size"));
-  }
-  if (prompt.ok()) shard_bytes += prompt->size();
-  return prompt;
-}
-
-}  // namespace
-
-// A block's shard from Start to its Finish: its requests in flight and the
-// shard's rows for the result. Its last reply hands it to the scheduler
-// (resume).
-class BackendShardRunner::InFlight
-    : public std::enable_shared_from_this<InFlight> {
+// A block's shard: its prompts sent as one call, and its result rows built
+// from the replies in the continuation.
+class BackendShardRunner::BlockShard
+    : public std::enable_shared_from_this<BlockShard> {
  public:
-  InFlight(const JobSpec& spec, const ShardSpec& shard,
-           std::vector<google::protobuf::Struct> rows, Prompts prompts,
-           size_t prompt_count, Requests requests, CancellationToken& token)
-      : spec_(spec),
+  BlockShard(const BackendShardRunner& runner, const JobSpec& spec,
+             const ShardSpec& shard, BlockInput rows, CancellationToken& token,
+             ShardRunner::Ready ready)
+      : runner_(runner),
+        spec_(spec),
         shard_(shard),
         rows_(std::move(rows)),
-        prompts_(std::move(prompts)),
-        prompt_count_(prompt_count),
-        requests_(std::move(requests)),
-        token_(token) {}
+        token_(token),
+        ready_(std::move(ready)) {}
 
-  // Sends the requests; the shard may be resumed before this returns.
-  void Send(const BackendShardRunner& runner, Backend& backend, Resume resume) {
-    batch_ = std::make_shared<RequestBatch>(
-        requests_.bodies.size(), [&runner, self = shared_from_this(),
-                                  resume = std::move(resume)]() mutable {
-          std::move(resume)([&runner, self = std::move(self)] {
-            return self->Finish(runner);
-          });
-        });
-    batch_->Send(backend, requests_.path, std::exchange(requests_.bodies, {}),
-                 spec_.block.n(), token_);
+  void Start() {
+    if (std::optional<ShardOutcome> outcome = Send()) {
+      ready_(Done(*std::move(outcome)));
+    }
   }
 
  private:
-  ShardOutcome Finish(const BackendShardRunner& runner) {
-    std::vector<BackendReply> replies = batch_->TakeReplies();
-    // A stopped job reports its own reason, not its aborted requests'.
+  // Renders and sends the prompts: nullopt once they are out (the last
+  // reply hands the shard to `ready`), or the outcome when none was sent.
+  std::optional<ShardOutcome> Send() {
     if (token_.IsCancelled()) return Failed(token_.reason());
-    Generations generations = runner.ReadReplies(
-        spec_.block, requests_, prompt_count_, std::move(replies));
-    return BlockOutcome(spec_, shard_, std::move(rows_), std::move(prompts_),
-                        std::move(generations));
+    std::vector<std::string> texts;
+    texts.reserve(rows_.size());
+    size_t shard_bytes = 0;
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      absl::StatusOr<std::string> prompt =
+          RenderPrompt(spec_, spec_.prompt_template, rows_[r], shard_bytes);
+      if (!prompt.ok()) {
+        failed_rows_.push_back(RowFailure{
+            shard_.first_row + static_cast<int64_t>(r), prompt.status(), 0});
+        continue;
+      }
+      texts.push_back(*std::move(prompt));
+      prompted_.push_back(r);
+    }
+    if (texts.empty()) return Outcome(Generations{});
+    absl::StatusOr<Call> call =
+        runner_.PrepareCall(spec_.block, std::move(texts), token_,
+                            [self = shared_from_this()]() mutable {
+                              self->ready_([self] { return self->Continue(); });
+                            });
+    if (!call.ok()) return Failed(call.status());
+    call_ = *std::move(call);
+    SendCall(call_, token_);
+    return std::nullopt;
   }
 
+  std::optional<ShardOutcome> Continue() {
+    absl::StatusOr<Generations> generations =
+        runner_.CollectCall(spec_.block, call_, token_);
+    if (!generations.ok()) return Failed(generations.status());
+    return Outcome(*std::move(generations));
+  }
+
+  // The shard's result rows: each prompted row's n samples in row order.
+  ShardOutcome Outcome(Generations generations) {
+    const v1::Block& block = spec_.block;
+    ShardOutcome outcome;
+    outcome.failed_rows = std::move(failed_rows_);
+    outcome.prompt_tokens = generations.prompt_tokens;
+    outcome.completion_tokens = generations.completion_tokens;
+    const bool output_only =
+        spec_.result_columns == v1::RESULT_COLUMNS_OUTPUT_ONLY;
+    const int n = block.n();
+    outcome.rows.reserve(prompted_.size() * n);
+    for (size_t p = 0; p < prompted_.size(); ++p) {
+      const int64_t row_index =
+          shard_.first_row + static_cast<int64_t>(prompted_[p]);
+      if (!generations.choices[p].ok()) {
+        outcome.failed_rows.push_back(
+            RowFailure{row_index, generations.choices[p].status(),
+                       generations.attempts[p]});
+        continue;
+      }
+      google::protobuf::Struct& input = rows_[prompted_[p]];
+      const std::vector<Choice>& choices = *generations.choices[p];
+      for (int s = 0; s < n; ++s) {
+        v1::ResultRow& row = outcome.rows.emplace_back();
+        row.set_row_index(row_index);
+        row.set_sample_index(s);
+        if (output_only) {
+          // Only the output column: the client joins it with its input.
+        } else if (s + 1 == n) {
+          // The last sample takes the row; the others copy it.
+          *row.mutable_columns() = std::move(input);
+        } else {
+          *row.mutable_columns() = input;
+        }
+        (*row.mutable_columns()->mutable_fields())[block.output_column()]
+            .set_string_value(choices[s].text);
+        row.set_finish_reason(choices[s].finish_reason);
+      }
+    }
+    std::sort(outcome.failed_rows.begin(), outcome.failed_rows.end(),
+              [](const RowFailure& a, const RowFailure& b) {
+                return a.row_index < b.row_index;
+              });
+    return outcome;
+  }
+
+  const BackendShardRunner& runner_;
   const JobSpec& spec_;
   const ShardSpec shard_;
-  std::vector<google::protobuf::Struct> rows_;
-  Prompts prompts_;  // their texts moved into the requests
-  const size_t prompt_count_;
-  Requests requests_;  // their bodies moved into batch_
+  BlockInput rows_;
+  std::vector<size_t> prompted_;  // the rows with a prompt, by offset
+  std::vector<RowFailure> failed_rows_;
   CancellationToken& token_;
-  std::shared_ptr<RequestBatch> batch_;
+  ShardRunner::Ready ready_;
+  Call call_;
 };
 
-void BackendShardRunner::Start(const JobSpec& spec, const ShardSpec& shard,
-                               std::vector<google::protobuf::Struct> rows,
-                               CancellationToken& token, Resume resume) {
-  auto finish_now = [&resume](ShardOutcome outcome) {
-    std::move(resume)([outcome = std::move(outcome)]() mutable {
-      return std::move(outcome);
-    });
-  };
-  if (token.IsCancelled()) return finish_now(Failed(token.reason()));
-  Prompts prompts;
-  prompts.texts.reserve(rows.size());
-  size_t shard_bytes = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    absl::StatusOr<std::string> prompt =
-        RenderPrompt(spec, spec.prompt_template, rows[r], shard_bytes);
-    if (!prompt.ok()) {
-      prompts.failed_rows.push_back(RowFailure{
-          shard.first_row + static_cast<int64_t>(r), prompt.status(), 0});
-      continue;
-    }
-    prompts.texts.push_back(*std::move(prompt));
-    prompts.prompted.push_back(r);
-  }
-  if (prompts.texts.empty()) {
-    return finish_now(BlockOutcome(spec, shard, std::move(rows),
-                                   std::move(prompts), Generations{}));
-  }
-  absl::StatusOr<Backend*> backend = BackendFor(spec.block);
-  if (!backend.ok()) return finish_now(Failed(backend.status()));
-  const size_t prompt_count = prompts.texts.size();
-  absl::StatusOr<Requests> requests = BuildRequests(
-      spec.block, std::exchange(prompts.texts, {}), **backend, token);
-  if (!requests.ok()) return finish_now(Failed(requests.status()));
-  std::make_shared<InFlight>(spec, shard, std::move(rows), std::move(prompts),
-                             prompt_count, *std::move(requests), token)
-      ->Send(*this, **backend, std::move(resume));
-}
+// A pipeline stage's shard: its steps in order, column steps on the worker,
+// each LLM step's prompts sent as one call and its replies expanded in the
+// continuation, which runs on to the next LLM step or the stage's end.
+class BackendShardRunner::StageShard
+    : public std::enable_shared_from_this<StageShard> {
+ public:
+  StageShard(const BackendShardRunner& runner, const JobSpec& spec,
+             StageInput input, CancellationToken& token,
+             ShardRunner::Ready ready)
+      : runner_(runner),
+        spec_(spec),
+        pipeline_(*spec.pipeline),
+        stage_(input.stage),
+        rows_(std::move(input.rows)),
+        next_step_(pipeline_.stages[stage_].first_step),
+        token_(token),
+        ready_(std::move(ready)) {}
 
-ShardOutcome BackendShardRunner::BlockOutcome(
-    const JobSpec& spec, const ShardSpec& shard,
-    std::vector<google::protobuf::Struct> rows, Prompts prompts,
-    Generations generations) {
-  const v1::Block& block = spec.block;
-  ShardOutcome outcome;
-  outcome.failed_rows = std::move(prompts.failed_rows);
-  outcome.prompt_tokens = generations.prompt_tokens;
-  outcome.completion_tokens = generations.completion_tokens;
-
-  const bool output_only =
-      spec.result_columns == v1::RESULT_COLUMNS_OUTPUT_ONLY;
-  const int n = block.n();
-  const std::vector<size_t>& prompted = prompts.prompted;
-  outcome.rows.reserve(prompted.size() * n);
-  for (size_t p = 0; p < prompted.size(); ++p) {
-    const int64_t row_index =
-        shard.first_row + static_cast<int64_t>(prompted[p]);
-    if (!generations.choices[p].ok()) {
-      outcome.failed_rows.push_back(RowFailure{
-          row_index, generations.choices[p].status(), generations.attempts[p]});
-      continue;
+  void Start() {
+    if (std::optional<ShardOutcome> outcome = Advance()) {
+      ready_(Done(*std::move(outcome)));
     }
-    google::protobuf::Struct& input = rows[prompted[p]];
-    const std::vector<Choice>& choices = *generations.choices[p];
-    for (int s = 0; s < n; ++s) {
-      v1::ResultRow& row = outcome.rows.emplace_back();
-      row.set_row_index(row_index);
-      row.set_sample_index(s);
-      if (output_only) {
-        // Only the output column: the client joins it with its input.
-      } else if (s + 1 == n) {
-        // The last sample takes the row; the others copy it.
-        *row.mutable_columns() = std::move(input);
-      } else {
-        *row.mutable_columns() = input;
+  }
+
+ private:
+  // Runs the steps from next_step_ on: nullopt once an LLM step's requests
+  // are out (the last reply hands the shard to ready_), or the outcome once
+  // the stage has run.
+  std::optional<ShardOutcome> Advance() {
+    const int end_step = pipeline_.stages[stage_].end_step;
+    for (; next_step_ < end_step; ++next_step_) {
+      if (token_.IsCancelled()) return Failed(token_.reason());
+      const StepSpec& step = pipeline_.steps[next_step_];
+      v1::StepCounts& counts = outcome_.steps.emplace_back();
+      counts.set_step(step.name);
+      counts.set_rows_in(static_cast<int64_t>(rows_.size()));
+      if (step.llm() == nullptr) {
+        EndStep(step, ApplyColumnStep(step, std::move(rows_)));
+        continue;
       }
-      (*row.mutable_columns()->mutable_fields())[block.output_column()]
-          .set_string_value(choices[s].text);
-      row.set_finish_reason(choices[s].finish_reason);
+      absl::StatusOr<bool> sent = SendLlmStep(*step.llm());
+      if (!sent.ok()) return Failed(sent.status());
+      // Past this, another worker may be running the continuation.
+      if (*sent) return std::nullopt;
+      EndStep(step, ExpandLlmStep(step));
     }
+    outcome_.rows = std::move(rows_);
+    return std::move(outcome_);
   }
-  std::sort(outcome.failed_rows.begin(), outcome.failed_rows.end(),
-            [](const RowFailure& a, const RowFailure& b) {
-              return a.row_index < b.row_index;
-            });
-  return outcome;
-}
 
-ShardOutcome BackendShardRunner::RunStage(const JobSpec& spec,
-                                          const ShardSpec& shard, int stage,
-                                          std::vector<PipelineRow> rows,
-                                          CancellationToken& token) {
-  if (token.IsCancelled()) return Failed(token.reason());
-  const PipelineSpec& pipeline = *spec.pipeline;
-  const StageSpec& range = pipeline.stages[stage];
-  ShardOutcome outcome;
-  for (int i = range.first_step; i < range.end_step; ++i) {
-    const StepSpec& step = pipeline.steps[i];
-    v1::StepCounts& counts = outcome.steps.emplace_back();
-    counts.set_step(step.name);
-    counts.set_rows_in(static_cast<int64_t>(rows.size()));
-    StepOutput out;
-    if (step.llm() != nullptr) {
-      absl::StatusOr<StepOutput> generated =
-          RunLlmStep(spec, step, std::move(rows), outcome, token);
-      if (!generated.ok()) return Failed(generated.status());
-      out = *std::move(generated);
-    } else {
-      out = ApplyColumnStep(step, std::move(rows));
+  // Renders the step's prompts and sends them; false when no row has one.
+  absl::StatusOr<bool> SendLlmStep(const LlmStepSpec& llm) {
+    PrepareLlmRows(llm, rows_);
+    texts_.assign(rows_.size(), std::vector<std::string>{});
+    attempts_.assign(rows_.size(), 0);
+    prompted_.clear();
+    std::vector<std::string> prompts;
+    size_t shard_bytes = 0;
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      absl::StatusOr<std::string> prompt = RenderPrompt(
+          spec_, llm.prompt_template, rows_[r].columns(), shard_bytes);
+      if (!prompt.ok()) {
+        texts_[r] = prompt.status();
+        continue;
+      }
+      // LLMBlock strips the rendered prompt.
+      prompts.emplace_back(PythonStrip(*prompt));
+      prompted_.push_back(r);
     }
-    if (i + 1 == range.end_step && !pipeline.IsLastStage(stage)) {
+    if (prompts.empty()) return false;
+    SDG_ASSIGN_OR_RETURN(
+        call_,
+        runner_.PrepareCall(llm.block, std::move(prompts), token_,
+                            [self = shared_from_this()]() mutable {
+                              self->ready_([self] { return self->Continue(); });
+                            }));
+    SendCall(call_, token_);
+    return true;
+  }
+
+  // The LLM step's replies are in.
+  std::optional<ShardOutcome> Continue() {
+    const StepSpec& step = pipeline_.steps[next_step_];
+    absl::StatusOr<Generations> generated =
+        runner_.CollectCall(step.llm()->block, call_, token_);
+    if (!generated.ok()) return Failed(generated.status());
+    outcome_.prompt_tokens += generated->prompt_tokens;
+    outcome_.completion_tokens += generated->completion_tokens;
+    for (size_t p = 0; p < prompted_.size(); ++p) {
+      const size_t r = prompted_[p];
+      attempts_[r] = generated->attempts[p];
+      if (!generated->choices[p].ok()) {
+        texts_[r] = generated->choices[p].status();
+        continue;
+      }
+      std::vector<std::string>& row_texts = *texts_[r];
+      for (Choice& choice : *generated->choices[p]) {
+        row_texts.push_back(std::move(choice.text));
+      }
+    }
+    EndStep(step, ExpandLlmStep(step));
+    ++next_step_;
+    return Advance();
+  }
+
+  StepOutput ExpandLlmStep(const StepSpec& step) {
+    return ExpandGenerations(step, std::move(rows_), std::move(texts_),
+                             attempts_);
+  }
+
+  // The step's output becomes the next step's input; its counts complete.
+  void EndStep(const StepSpec& step, StepOutput out) {
+    const StageSpec& range = pipeline_.stages[stage_];
+    if (step.index + 1 == range.end_step && !pipeline_.IsLastStage(stage_)) {
       // The barrier needs every row's drop_duplicates key.
       std::vector<PipelineRowFailure> keyless =
           TakeRowsWithoutKey(step, out.rows);
       std::move(keyless.begin(), keyless.end(), std::back_inserter(out.failed));
     }
+    v1::StepCounts& counts = outcome_.steps.back();
     counts.set_rows_out(static_cast<int64_t>(out.rows.size()));
     counts.set_rows_failed(static_cast<int64_t>(out.failed.size()));
-    metrics_.StepRows(step.index, counts.rows_in(), counts.rows_out(),
-                      counts.rows_failed());
+    runner_.metrics_.StepRows(step.index, counts.rows_in(), counts.rows_out(),
+                              counts.rows_failed());
     std::move(out.failed.begin(), out.failed.end(),
-              std::back_inserter(outcome.failed_steps));
-    rows = std::move(out.rows);
+              std::back_inserter(outcome_.failed_steps));
+    rows_ = std::move(out.rows);
   }
-  outcome.rows = std::move(rows);
-  return outcome;
-}
 
-absl::StatusOr<StepOutput> BackendShardRunner::RunLlmStep(
-    const JobSpec& spec, const StepSpec& step, std::vector<PipelineRow> rows,
-    ShardOutcome& outcome, CancellationToken& token) const {
-  const LlmStepSpec& llm = *step.llm();
-  PrepareLlmRows(llm, rows);
-  std::vector<absl::StatusOr<std::vector<std::string>>> texts(
-      rows.size(), std::vector<std::string>{});
-  std::vector<int> attempts(rows.size(), 0);
-  std::vector<std::string> prompts;
-  std::vector<size_t> prompted;
-  size_t shard_bytes = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    absl::StatusOr<std::string> prompt =
-        RenderPrompt(spec, llm.prompt_template, rows[r].columns(), shard_bytes);
-    if (!prompt.ok()) {
-      texts[r] = prompt.status();
-      continue;
-    }
-    // LLMBlock strips the rendered prompt.
-    prompts.emplace_back(PythonStrip(*prompt));
-    prompted.push_back(r);
+  const BackendShardRunner& runner_;
+  const JobSpec& spec_;
+  const PipelineSpec& pipeline_;
+  const int stage_;
+  std::vector<PipelineRow> rows_;  // the next step's input
+  int next_step_;                  // in pipeline_.steps
+  ShardOutcome outcome_;           // steps' counts, failures and tokens
+  // The LLM step in flight: each row's texts (or why it has none), its
+  // requests' attempts, and the rows that have a prompt.
+  std::vector<absl::StatusOr<std::vector<std::string>>> texts_;
+  std::vector<int> attempts_;
+  std::vector<size_t> prompted_;
+  CancellationToken& token_;
+  ShardRunner::Ready ready_;
+  Call call_;
+};
+
+void BackendShardRunner::Start(const JobSpec& spec, const ShardSpec& shard,
+                               ShardInput input, CancellationToken& token,
+                               Ready ready) {
+  if (auto* stage = std::get_if<StageInput>(&input)) {
+    std::make_shared<StageShard>(*this, spec, std::move(*stage), token,
+                                 std::move(ready))
+        ->Start();
+    return;
   }
-  if (!prompts.empty()) {
-    absl::StatusOr<Generations> generated =
-        Generate(llm.block, std::move(prompts), token);
-    if (!generated.ok()) return generated.status();
-    outcome.prompt_tokens += generated->prompt_tokens;
-    outcome.completion_tokens += generated->completion_tokens;
-    for (size_t p = 0; p < prompted.size(); ++p) {
-      const size_t r = prompted[p];
-      attempts[r] = generated->attempts[p];
-      if (!generated->choices[p].ok()) {
-        texts[r] = generated->choices[p].status();
-        continue;
-      }
-      std::vector<std::string>& row_texts = *texts[r];
-      for (Choice& choice : *generated->choices[p]) {
-        row_texts.push_back(std::move(choice.text));
-      }
-    }
-  }
-  return ExpandGenerations(step, std::move(rows), std::move(texts), attempts);
+  std::make_shared<BlockShard>(*this, spec, shard,
+                               std::get<BlockInput>(std::move(input)), token,
+                               std::move(ready))
+      ->Start();
 }
 
 absl::StatusOr<Backend*> BackendShardRunner::BackendFor(
@@ -412,21 +483,54 @@ absl::StatusOr<Backend*> BackendShardRunner::BackendFor(
   return found->second;
 }
 
-absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::Generate(
+absl::StatusOr<BackendShardRunner::Call> BackendShardRunner::PrepareCall(
     const v1::Block& block, std::vector<std::string> prompts,
-    CancellationToken& token) const {
-  absl::StatusOr<Backend*> backend = BackendFor(block);
-  if (!backend.ok()) return backend.status();
-  const size_t prompt_count = prompts.size();
-  absl::StatusOr<Requests> requests =
-      BuildRequests(block, std::move(prompts), **backend, token);
-  if (!requests.ok()) return requests.status();
-  std::vector<BackendReply> replies =
-      SendAndWait(**backend, requests->path,
-                  std::exchange(requests->bodies, {}), block.n(), token);
-  // A stopped job reports its own reason, not its aborted requests'.
+    CancellationToken& token, absl::AnyInvocable<void() &&> on_replied) const {
+  Call call;
+  SDG_ASSIGN_OR_RETURN(call.backend, BackendFor(block));
+  call.prompt_count = prompts.size();
+  call.samples = block.n();
+  const bool chat = block.api() == v1::API_CHAT;
+  call.requests.path = chat ? kChatCompletionsPath : kCompletionsPath;
+  if (!chat && prompts.size() > 1) {
+    absl::StatusOr<bool> batching =
+        call.backend->WaitForBatchingDecision(token);
+    if (token.IsCancelled()) return token.reason();
+    if (!batching.ok()) return batching.status();
+    call.requests.batched = *batching;
+  }
+  std::vector<std::string>& bodies = call.requests.bodies;
+  if (call.requests.batched) {
+    bodies.push_back(BuildCompletionsBody(block, prompts));
+  } else {
+    bodies.reserve(prompts.size());
+    for (const std::string& prompt : prompts) {
+      bodies.push_back(chat ? BuildChatBody(block, prompt)
+                            : BuildCompletionsBody(block, {prompt}));
+    }
+  }
+  call.batch =
+      std::make_shared<RequestBatch>(bodies.size(), std::move(on_replied));
+  return call;
+}
+
+void BackendShardRunner::SendCall(Call& call, CancellationToken& token) {
+  // Read before sending: `call` may be read again (CollectCall) on another
+  // thread as soon as the last reply is in.
+  std::shared_ptr<RequestBatch> batch = call.batch;
+  Backend& backend = *call.backend;
+  const absl::string_view path = call.requests.path;
+  const int samples = call.samples;
+  batch->Send(backend, path, std::exchange(call.requests.bodies, {}), samples,
+              token);
+}
+
+absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::CollectCall(
+    const v1::Block& block, Call& call, CancellationToken& token) const {
+  std::vector<BackendReply> replies = call.batch->TakeReplies();
   if (token.IsCancelled()) return token.reason();
-  return ReadReplies(block, *requests, prompt_count, std::move(replies));
+  return ReadReplies(block, call.requests, call.prompt_count,
+                     std::move(replies));
 }
 
 BackendShardRunner::Generations BackendShardRunner::ReadReplies(
@@ -466,41 +570,6 @@ BackendShardRunner::Generations BackendShardRunner::ReadReplies(
   metrics_.BackendTokens(block.backend(), generations.prompt_tokens,
                          generations.completion_tokens);
   return generations;
-}
-
-absl::StatusOr<BackendShardRunner::Requests> BackendShardRunner::BuildRequests(
-    const v1::Block& block, std::vector<std::string> prompts, Backend& backend,
-    CancellationToken& token) const {
-  const bool chat = block.api() == v1::API_CHAT;
-  Requests requests;
-  requests.path = chat ? kChatCompletionsPath : kCompletionsPath;
-  if (!chat && prompts.size() > 1) {
-    absl::StatusOr<bool> batching = backend.WaitForBatchingDecision(token);
-    if (token.IsCancelled()) return token.reason();
-    if (!batching.ok()) return batching.status();
-    requests.batched = *batching;
-  }
-  if (requests.batched) {
-    requests.bodies.push_back(BuildCompletionsBody(block, prompts));
-    return requests;
-  }
-  requests.bodies.reserve(prompts.size());
-  for (const std::string& prompt : prompts) {
-    requests.bodies.push_back(chat ? BuildChatBody(block, prompt)
-                                   : BuildCompletionsBody(block, {prompt}));
-  }
-  return requests;
-}
-
-std::vector<BackendReply> BackendShardRunner::SendAndWait(
-    Backend& backend, absl::string_view path, std::vector<std::string> bodies,
-    int samples, CancellationToken& token) const {
-  absl::Notification all_replied;
-  auto batch = std::make_shared<RequestBatch>(
-      bodies.size(), [&all_replied] { all_replied.Notify(); });
-  batch->Send(backend, path, std::move(bodies), samples, token);
-  all_replied.WaitForNotification();
-  return batch->TakeReplies();
 }
 
 }  // namespace sdg

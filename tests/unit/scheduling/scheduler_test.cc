@@ -27,9 +27,9 @@ using ::testing::UnorderedElementsAre;
 // Records which shards ran, in order; holds them while the gate is closed.
 class GatedRunner final : public BlockingShardRunner {
  public:
+  // A pipeline stage's rows pass through.
   ShardOutcome Run(const JobSpec& spec, const ShardSpec& shard,
-                   std::vector<google::protobuf::Struct> rows,
-                   CancellationToken& token) override {
+                   ShardInput input, CancellationToken& token) override {
     auto registration = token.OnCancel([this] {
       absl::MutexLock lock(&mu_);
       ++cancellations_;
@@ -52,16 +52,9 @@ class GatedRunner final : public BlockingShardRunner {
       outcome.status =
           absl::InvalidArgumentError("backend returned HTTP 400: no");
       outcome.attempts = 1;
+    } else if (auto* stage = std::get_if<StageInput>(&input)) {
+      outcome.rows = std::move(stage->rows);
     }
-    return outcome;
-  }
-
-  // Passes the rows through, held by the same gate.
-  ShardOutcome RunStage(const JobSpec& spec, const ShardSpec& shard, int stage,
-                        std::vector<PipelineRow> rows,
-                        CancellationToken& token) override {
-    ShardOutcome outcome = Run(spec, shard, {}, token);
-    if (outcome.status.ok()) outcome.rows = std::move(rows);
     return outcome;
   }
 
@@ -105,22 +98,18 @@ class ParkingRunner final : public ShardRunner {
  public:
   struct Finished {
     int64_t shard;
-    std::thread::id thread;  // where its Finish ran
+    std::thread::id thread;  // where its continuation ran
     int started_by_then;     // shards started when it ran
   };
 
-  void Start(const JobSpec&, const ShardSpec& shard,
-             std::vector<google::protobuf::Struct>, CancellationToken&,
-             Resume resume) override {
-    absl::MutexLock lock(&mu_);
-    parked_.push_back({shard.index, std::move(resume)});
-    ++started_;
-  }
   // The test runs no pipeline.
-  ShardOutcome RunStage(const JobSpec&, const ShardSpec&, int,
-                        std::vector<PipelineRow>, CancellationToken&) override {
-    ADD_FAILURE() << "a pipeline shard reached ParkingRunner";
-    return {};
+  void Start(const JobSpec&, const ShardSpec& shard, ShardInput input,
+             CancellationToken&, Ready ready) override {
+    EXPECT_TRUE(std::holds_alternative<BlockInput>(input))
+        << "a pipeline shard reached ParkingRunner";
+    absl::MutexLock lock(&mu_);
+    parked_.push_back({shard.index, std::move(ready)});
+    ++started_;
   }
 
   void AwaitParked(size_t count) {
@@ -138,10 +127,10 @@ class ParkingRunner final : public ShardRunner {
       parked = std::move(parked_.front());
       parked_.pop_front();
     }
-    std::move(parked.resume)([this, shard = parked.shard] {
+    parked.ready([this, shard = parked.shard] {
       absl::MutexLock lock(&mu_);
       finished_.push_back({shard, std::this_thread::get_id(), started_});
-      return ShardOutcome{};
+      return std::optional<ShardOutcome>(ShardOutcome{});
     });
   }
   std::vector<Finished> finished() {
@@ -152,7 +141,7 @@ class ParkingRunner final : public ShardRunner {
  private:
   struct Parked {
     int64_t shard = 0;
-    Resume resume;
+    Ready ready;
   };
   absl::Mutex mu_;
   std::deque<Parked> parked_ ABSL_GUARDED_BY(mu_);
