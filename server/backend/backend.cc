@@ -41,10 +41,10 @@ Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
       retry_policy_(options_.retry),
       auth_headers_(options_.api_key.AuthorizationHeaders()),
       pool_(options_.base_urls, InitialLimit(options_), options_.pool),
+      outage_(options_.outage),
       detector_(DetectorOptions(options_, pool_), http) {
   {
     absl::MutexLock lock(&mu_);
-    detect_interval_ = options_.outage.first_probe;
     ReportLimit();
     if (!NeedsDetection()) {
       traits_known_ = true;
@@ -80,7 +80,7 @@ std::vector<std::string> Backend::models() const {
 
 bool Backend::down() const {
   absl::MutexLock lock(&mu_);
-  return down_since_ != absl::InfiniteFuture();
+  return outage_.down();
 }
 
 bool Backend::NeedsDetection() const {
@@ -100,7 +100,7 @@ ServerDetector::Done Backend::OnDetected() {
       } else {
         ApplyTraits(traits);
         EndOutage();
-        detect_interval_ = options_.outage.first_probe;
+        outage_.DetectionAnswered();
       }
       Dispatch(completions);
     }
@@ -138,7 +138,8 @@ void Backend::ApplyTraits(const ServerTraits& traits) {
 void Backend::OnDetectionFailed(const std::string& error) {
   detect_error_ = options_.api_key.Redact(error);
   const absl::Time now = absl::Now();
-  if (options_.outage.limit == absl::ZeroDuration()) {
+  const absl::Duration next_detection = outage_.DetectionFailed();
+  if (!outage_.enabled()) {
     // No waiting (--backend_outage_limit=0): calls go out under the defaults
     // until detection answers.
     if (!traits_known_) {
@@ -149,9 +150,8 @@ void Backend::OnDetectionFailed(const std::string& error) {
           "answers",
           {{"backend", options_.name}, {"error", detect_error_}});
     }
-  } else if (down_since_ == absl::InfiniteFuture()) {
+  } else if (outage_.GoDown(now)) {
     traits_known_ = false;
-    down_since_ = now;
     metrics_.Up(false);
     Log(LogLevel::kWarning, "backend down",
         {{"backend", options_.name},
@@ -163,18 +163,16 @@ void Backend::OnDetectionFailed(const std::string& error) {
     Log(LogLevel::kInfo, "backend still down",
         {{"backend", options_.name},
          {"detection", detect_error_},
-         {"down_s", absl::ToDoubleSeconds(now - down_since_)},
-         {"next_detection_s", absl::ToDoubleSeconds(detect_interval_)}});
+         {"down_s", absl::ToDoubleSeconds(now - outage_.down_since())},
+         {"next_detection_s", absl::ToDoubleSeconds(next_detection)}});
   }
-  ScheduleDetection(now + detect_interval_);
-  detect_interval_ =
-      std::min(detect_interval_ * 2, options_.outage.max_probe_interval);
+  ScheduleDetection(now + next_detection);
 }
 
 void Backend::ScheduleDetection(absl::Time at) {
-  if (!traits_known_ && down_since_ != absl::InfiniteFuture()) {
+  if (!traits_known_ && outage_.down()) {
     // Also wake at the outage limit, when the waiting calls fail.
-    at = std::min(at, down_since_ + options_.outage.limit);
+    at = std::min(at, outage_.limit_at());
   }
   if (detect_timer_ != 0) return;  // one at a time, as ScheduleProbe
   // The id is recorded before the callback can take mu_.
@@ -197,9 +195,7 @@ void Backend::OnDetectionTimer() {
 }
 
 bool Backend::UndetectedPastLimit(absl::Time now) const {
-  return !traits_known_ && options_.outage.limit > absl::ZeroDuration() &&
-         down_since_ != absl::InfiniteFuture() &&
-         now - down_since_ >= options_.outage.limit;
+  return !traits_known_ && outage_.enabled() && outage_.PastLimit(now);
 }
 
 absl::StatusOr<bool> Backend::WaitForBatchingDecision(
@@ -279,7 +275,7 @@ void Backend::Dispatch(Completions& out) {
     if (UndetectedPastLimit(now)) FailQueued(OutageError(), 0, out);
     return;
   }
-  if (down_since_ != absl::InfiniteFuture()) {
+  if (outage_.down()) {
     DispatchWhileDown(out);
     return;
   }
@@ -498,35 +494,29 @@ void Backend::ReportLimit() { metrics_.ConcurrencyLimit(pool_.TotalLimit()); }
 
 bool Backend::WaitOutOutage(CallId id, const HttpResponse& response,
                             bool was_probe, Completions& out) {
-  if (options_.outage.limit == absl::ZeroDuration()) return false;
+  if (!outage_.enabled()) return false;
   const absl::Time now = absl::Now();
-  if (down_since_ == absl::InfiniteFuture()) {
+  if (!outage_.down()) {
     if (!pool_.EveryEndpointDown(options_.outage.failures)) return false;
-    down_since_ = now;
-    probes_failed_ = 0;
-    probe_interval_ = options_.outage.first_probe;
-    next_probe_ = now + probe_interval_;
+    outage_.GoDown(now);
     metrics_.Up(false);
     Log(LogLevel::kWarning, "backend down",
         {{"backend", options_.name},
          {"endpoints", pool_.FailureSummary()},
          {"waiting_calls", static_cast<int64_t>(calls_.size())},
          {"outage_limit_s", absl::ToDoubleSeconds(options_.outage.limit)}});
-  } else if (now - down_since_ >= options_.outage.limit) {
+  } else if (outage_.PastLimit(now)) {
     // Past the limit, a call still probing fails without more attempts.
     Finish(id, {OutageError(), "", calls_.at(id).attempts}, out);
     return true;
   } else if (was_probe) {
     // The probe failed: the next one waits longer.
-    ++probes_failed_;
-    probe_interval_ =
-        std::min(probe_interval_ * 2, options_.outage.max_probe_interval);
-    next_probe_ = now + probe_interval_;
+    outage_.ProbeFailed(now);
     Log(LogLevel::kInfo, "backend still down",
         {{"backend", options_.name},
-         {"probes_failed", probes_failed_},
-         {"down_s", absl::ToDoubleSeconds(now - down_since_)},
-         {"next_probe_s", absl::ToDoubleSeconds(probe_interval_)},
+         {"probes_failed", outage_.probes_failed()},
+         {"down_s", absl::ToDoubleSeconds(now - outage_.down_since())},
+         {"next_probe_s", absl::ToDoubleSeconds(outage_.probe_interval())},
          {"endpoints", pool_.FailureSummary()}});
   }
   // Sent again later: a retry, but not one of the call's attempts.
@@ -534,23 +524,23 @@ bool Backend::WaitOutOutage(CallId id, const HttpResponse& response,
   Call& call = calls_.at(id);
   --call.attempts;
   queued_.push_front(id);
-  ScheduleProbe(std::min(next_probe_, down_since_ + options_.outage.limit));
+  ScheduleProbe(outage_.next_probe());
   return true;
 }
 
 bool Backend::EndOutage() {
-  if (down_since_ == absl::InfiniteFuture()) return false;
+  if (!outage_.down()) return false;
   Log(LogLevel::kInfo, "backend up",
       {{"backend", options_.name},
-       {"down_s", absl::ToDoubleSeconds(absl::Now() - down_since_)}});
-  down_since_ = absl::InfiniteFuture();
+       {"down_s", absl::ToDoubleSeconds(absl::Now() - outage_.down_since())}});
+  outage_.ComeUp();
   metrics_.Up(true);
   return true;
 }
 
 void Backend::DispatchWhileDown(Completions& out) {
   const absl::Time now = absl::Now();
-  if (now - down_since_ >= options_.outage.limit) {
+  if (outage_.PastLimit(now)) {
     // Every waiting call fails; new ones probe one at a time until the
     // backend answers.
     FailQueued(OutageError(), probe_ != 0 ? 0 : 1, out);
@@ -558,8 +548,8 @@ void Backend::DispatchWhileDown(Completions& out) {
   while (!queued_.empty() && RefuseSamples(queued_.front(), out)) {
   }
   if (probe_ != 0 || queued_.empty()) return;
-  if (now < next_probe_) {
-    ScheduleProbe(std::min(next_probe_, down_since_ + options_.outage.limit));
+  if (!outage_.ProbeDue(now)) {
+    ScheduleProbe(outage_.next_probe());
     return;
   }
   const CallId id = queued_.front();
@@ -593,8 +583,8 @@ void Backend::OnProbeTimer() {
 absl::Status Backend::OutageError() const {
   return absl::UnavailableError(absl::StrCat(
       "backend \"", options_.name, "\" has been down for ",
-      absl::FormatDuration(
-          absl::Trunc(absl::Now() - down_since_, absl::Milliseconds(100))),
+      absl::FormatDuration(absl::Trunc(absl::Now() - outage_.down_since(),
+                                       absl::Milliseconds(100))),
       ", past --backend_outage_limit (",
       absl::FormatDuration(options_.outage.limit), "): ",
       traits_known_ ? pool_.FailureSummary()

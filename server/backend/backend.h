@@ -13,9 +13,10 @@
 // an outage, asked again after 0.25 s, doubling to 5 s. Detection runs again
 // each time the backend comes back up, holding the calls posted meanwhile.
 //
-// Outages: when every endpoint has failed `outage.failures` attempts in a
-// row with a sign of a server that is not there (connection refused or
-// reset, timeout, HTTP 502/503/504), the backend is down. Its calls then
+// Outages (their state is an OutageDetector): when every endpoint has
+// failed `outage.failures` attempts in a row with a sign of a server that
+// is not there (connection refused or reset, timeout, HTTP 502/503/504),
+// the backend is down. Its calls then
 // wait in the queue without spending attempts, and one call at a time
 // probes it, with a backoff; the first answer from a live server brings it
 // back up. Only after `outage.limit` do the waiting calls fail (UNAVAILABLE,
@@ -47,6 +48,7 @@
 #include "server/backend/api_key.h"
 #include "server/backend/concurrency_limit.h"
 #include "server/backend/endpoint_pool.h"
+#include "server/backend/outage_detector.h"
 #include "server/backend/retry_policy.h"
 #include "server/backend/server_detector.h"
 #include "server/http/http_client.h"
@@ -75,14 +77,7 @@ struct BackendOptions {
   EndpointPool::Options pool;
   absl::Duration detect_timeout = absl::Seconds(10);
   ApiKey api_key;
-  struct Outage {
-    int failures = 5;  // per endpoint, in a row
-    // Waiting calls fail after this; zero turns outage handling off.
-    absl::Duration limit = absl::Minutes(10);
-    absl::Duration first_probe = absl::Milliseconds(250);
-    absl::Duration max_probe_interval = absl::Seconds(5);
-  };
-  Outage outage;
+  OutageDetector::Options outage;
 };
 
 struct BackendReply {
@@ -228,16 +223,12 @@ class Backend {
   bool one_choice_per_request_ ABSL_GUARDED_BY(mu_) = false;
   ServerKind server_kind_ ABSL_GUARDED_BY(mu_) = ServerKind::kUnknown;
   std::vector<std::string> models_ ABSL_GUARDED_BY(mu_);
-  // Detection asked again: its backoff, its timer, the last failure's text.
-  absl::Duration detect_interval_ ABSL_GUARDED_BY(mu_);
+  // Detection asked again: its timer, the last failure's text.
   TimerService::TimerId detect_timer_ ABSL_GUARDED_BY(mu_) = 0;
   std::string detect_error_ ABSL_GUARDED_BY(mu_);
-  // Outages: InfiniteFuture while up.
-  absl::Time down_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  absl::Time next_probe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Duration probe_interval_ ABSL_GUARDED_BY(mu_);
+  // Down or up, and when to probe or detect again.
+  OutageDetector outage_ ABSL_GUARDED_BY(mu_);
   CallId probe_ ABSL_GUARDED_BY(mu_) = 0;  // the call probing, if any
-  int probes_failed_ ABSL_GUARDED_BY(mu_) = 0;
   TimerService::TimerId probe_timer_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Last: destroyed first, waiting for its callbacks, which use the above.
