@@ -30,7 +30,8 @@ bool CancellationToken::Cancel(absl::Status reason) {
     absl::MutexLock lock(&mu_);
     if (cancelled_) return false;
     cancelled_ = true;
-    reason_ = reason.ok() ? absl::CancelledError("cancelled") : reason;
+    reason_ =
+        reason.ok() ? absl::CancelledError("cancelled") : std::move(reason);
     cancelling_thread_ = std::this_thread::get_id();
     to_run.swap(callbacks_);
   }

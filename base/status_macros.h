@@ -19,6 +19,9 @@
     }                                                             \
   } while (false)
 
+// `lhs` may be a declaration and `statusor` is a name: neither can be
+// parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define SDG_STATUS_MACROS_CONCAT_INNER(a, b) a##b
 #define SDG_STATUS_MACROS_CONCAT(a, b) SDG_STATUS_MACROS_CONCAT_INNER(a, b)
 
@@ -30,5 +33,6 @@
   auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = *std::move(statusor)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // SDG_BASE_STATUS_MACROS_H_

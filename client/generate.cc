@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -56,8 +57,8 @@ class ProgressPrinter {
     const int64_t left = total - done - failed;
     if (left > 0 && rows_per_second_ > 0) {
       absl::StrAppend(&line, ", ETA ",
-                      absl::FormatDuration(absl::Seconds(static_cast<int64_t>(
-                          left / rows_per_second_ + 0.5))));
+                      absl::FormatDuration(absl::Seconds(std::lround(
+                          static_cast<double>(left) / rows_per_second_))));
     }
     if (tty_) {
       out_ << '\r' << line << "\x1b[K" << std::flush;
@@ -141,7 +142,7 @@ absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
       std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
   absl::StatusOr<v1::Dataset> dataset;
   grpc::Status uploaded =
-      CallWithReconnect(channel, options.follow, [&](grpc::ClientContext&) {
+      CallWithReconnect(options.follow, [&](grpc::ClientContext&) {
         dataset = UploadDatasetFile(*stub, options.input_path, "");
         return dataset.ok()
                    ? grpc::Status::OK
@@ -155,8 +156,8 @@ absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
   const v1::GenerateJobRequest request =
       BuildRequest(with_id, dataset->dataset_id());
   v1::Job job;
-  grpc::Status created = CallWithReconnect(
-      channel, options.follow, [&](grpc::ClientContext& context) {
+  grpc::Status created =
+      CallWithReconnect(options.follow, [&](grpc::ClientContext& context) {
         return stub->CreateJob(&context, request, &job);
       });
   if (!created.ok()) return FromGrpcStatus(created);

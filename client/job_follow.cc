@@ -114,7 +114,7 @@ absl::StatusOr<FollowResult> FollowJob(
 }
 
 grpc::Status CallWithReconnect(
-    grpc::Channel& channel, const FollowOptions& options,
+    const FollowOptions& options,
     absl::FunctionRef<grpc::Status(grpc::ClientContext&)> call) {
   const absl::Time give_up = absl::Now() + options.reconnect_for;
   absl::Duration backoff = options.initial_backoff;

@@ -62,10 +62,11 @@ absl::StatusOr<FollowResult> FollowJob(
     std::ostream& log, CallStopper* stopper = nullptr);
 
 // Runs a unary call, again while sdgd is unreachable (UNAVAILABLE), for up to
-// `options.reconnect_for`. For calls that are safe to repeat (CreateJob with
-// a job_id, GetJob...).
+// `options.reconnect_for`, waiting a doubling backoff in between; the
+// context it passes waits for the channel to be ready until then. For calls
+// that are safe to repeat (CreateJob with a job_id, GetJob...).
 grpc::Status CallWithReconnect(
-    grpc::Channel& channel, const FollowOptions& options,
+    const FollowOptions& options,
     absl::FunctionRef<grpc::Status(grpc::ClientContext&)> call);
 
 }  // namespace sdg

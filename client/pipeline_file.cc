@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "base/status_macros.h"
 
 namespace sdg {
 namespace {
@@ -268,6 +269,57 @@ absl::Status LoadPromptConfig(const std::string& path, const Place& where,
   return absl::OkStatus();
 }
 
+// An LLMBlock's parser_kwargs: true when it names the custom parser
+// (whose pattern then replaces the prompt config's start and end tags).
+absl::StatusOr<bool> LoadParserKwargs(const YAML::Node& parser,
+                                      const Place& place, v1::LlmStep& step) {
+  if (!parser) return false;
+  const Place at = place.Key("parser_kwargs");
+  SDG_RETURN_IF_ERROR(CheckKeys(
+      parser, at, {"parser_name", "parsing_pattern", "parser_cleanup_tags"}));
+  const YAML::Node name = parser["parser_name"];
+  if (!name) return false;
+  absl::StatusOr<std::string> text = String(name, at.Key("parser_name"));
+  if (!text.ok()) return text.status();
+  if (*text != "custom") {
+    return at.Key("parser_name")
+        .Error(absl::StrCat("unknown parser \"", *text,
+                            "\" (InstructLab has \"custom\")"));
+  }
+  absl::StatusOr<std::string> pattern =
+      RequiredString(parser, "parsing_pattern", at);
+  if (!pattern.ok()) return pattern.status();
+  step.mutable_pattern()->set_pattern(*pattern);
+  SDG_RETURN_IF_ERROR(AppendStrings(
+      parser["parser_cleanup_tags"], at.Key("parser_cleanup_tags"),
+      step.mutable_pattern()->mutable_cleanup_tags()));
+  return true;
+}
+
+// An LLMBlock's batch_kwargs: num_samples; the concurrency keys are
+// sdgd's to decide, and are warned about.
+absl::Status LoadBatchKwargs(const YAML::Node& batch, const Place& place,
+                             std::vector<std::string>& warnings,
+                             v1::LlmStep& step) {
+  const Place at = place.Key("batch_kwargs");
+  SDG_RETURN_IF_ERROR(
+      CheckKeys(batch, at, {"num_samples", "num_procs", "batched"}));
+  if (const YAML::Node samples = batch["num_samples"]) {
+    absl::StatusOr<double> count = Number(samples, at.Key("num_samples"));
+    if (!count.ok()) return count.status();
+    step.set_num_samples(static_cast<int64_t>(*count));
+  }
+  for (const char* key : {"num_procs", "batched"}) {
+    if (batch[key]) {
+      warnings.push_back(absl::StrCat(
+          at.Key(key).text(),
+          ": ignored; sdgd's batch_size, num_workers and the server's "
+          "in-flight caps set the concurrency"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status LoadLlmBlock(const YAML::Node& config, const YAML::Node& block_gen,
                           const Place& place, const std::filesystem::path& dir,
                           const PipelineFileOptions& options,
@@ -304,57 +356,11 @@ absl::Status LoadLlmBlock(const YAML::Node& config, const YAML::Node& block_gen,
   if (step.output_columns().empty()) {
     return place.Error("needs \"output_cols\"");
   }
-  const YAML::Node parser = config["parser_kwargs"];
-  bool custom = false;
-  if (parser) {
-    const Place at = place.Key("parser_kwargs");
-    if (absl::Status s = CheckKeys(
-            parser, at,
-            {"parser_name", "parsing_pattern", "parser_cleanup_tags"});
-        !s.ok()) {
-      return s;
-    }
-    if (const YAML::Node name = parser["parser_name"]) {
-      absl::StatusOr<std::string> text = String(name, at.Key("parser_name"));
-      if (!text.ok()) return text.status();
-      if (*text != "custom") {
-        return at.Key("parser_name")
-            .Error(absl::StrCat("unknown parser \"", *text,
-                                "\" (InstructLab has \"custom\")"));
-      }
-      custom = true;
-      absl::StatusOr<std::string> pattern =
-          RequiredString(parser, "parsing_pattern", at);
-      if (!pattern.ok()) return pattern.status();
-      step.mutable_pattern()->set_pattern(*pattern);
-      if (absl::Status s = AppendStrings(
-              parser["parser_cleanup_tags"], at.Key("parser_cleanup_tags"),
-              step.mutable_pattern()->mutable_cleanup_tags());
-          !s.ok()) {
-        return s;
-      }
-    }
-  }
+  absl::StatusOr<bool> custom =
+      LoadParserKwargs(config["parser_kwargs"], place, step);
+  if (!custom.ok()) return custom.status();
   if (const YAML::Node batch = config["batch_kwargs"]) {
-    const Place at = place.Key("batch_kwargs");
-    if (absl::Status s =
-            CheckKeys(batch, at, {"num_samples", "num_procs", "batched"});
-        !s.ok()) {
-      return s;
-    }
-    if (const YAML::Node samples = batch["num_samples"]) {
-      absl::StatusOr<double> count = Number(samples, at.Key("num_samples"));
-      if (!count.ok()) return count.status();
-      step.set_num_samples(static_cast<int64_t>(*count));
-    }
-    for (const char* key : {"num_procs", "batched"}) {
-      if (batch[key]) {
-        warnings.push_back(absl::StrCat(
-            at.Key(key).text(),
-            ": ignored; sdgd's batch_size, num_workers and the server's "
-            "in-flight caps set the concurrency"));
-      }
-    }
+    SDG_RETURN_IF_ERROR(LoadBatchKwargs(batch, place, warnings, step));
   }
   absl::StatusOr<std::string> config_path =
       RequiredString(config, "config_path", place);
@@ -362,7 +368,7 @@ absl::Status LoadLlmBlock(const YAML::Node& config, const YAML::Node& block_gen,
   std::filesystem::path resolved(*config_path);
   if (resolved.is_relative()) resolved = dir / resolved;
   if (absl::Status s = LoadPromptConfig(resolved.lexically_normal().string(),
-                                        place, step, !custom);
+                                        place, step, !*custom);
       !s.ok()) {
     return s;
   }

@@ -41,7 +41,13 @@ if [ "${SDG_IMAGE_CHECK:-1}" = 0 ]; then
   image_args=(-LE image)
   echo "=== image_check left out (SDG_IMAGE_CHECK=0)"
 fi
-run_suite build/test "${image_args[@]}" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite build/test "${image_args[@]}" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_WERROR=ON
+# clang-tidy over the production code, with build/test's compile commands
+# (.clang-tidy; about 5 minutes on 2 cores; SDG_TIDY=0 skips it).
+if [ "${SDG_TIDY:-1}" != 0 ]; then
+  echo "=== clang-tidy"
+  scripts/check-tidy.sh build/test
+fi
 
 # Sanitizer builds (SDG_SANITIZERS=0 skips them): AddressSanitizer + UBSan
 # over the unit, integration and end-to-end tests, ThreadSanitizer over the
@@ -52,14 +58,14 @@ if [ "${SDG_SANITIZERS:-1}" != 0 ]; then
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   # history_size=4: enough history that a report shows both stacks.
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$root/tests/tsan/suppressions.txt}
-  run_suite build/asan -L "unit|integration|e2e" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address
-  run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread
+  run_suite build/asan -L "unit|integration|e2e" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address -DSDG_WERROR=ON
+  run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread -DSDG_WERROR=ON
   # libFuzzer targets (clang, ASan + UBSan), each for SDG_FUZZ_SECONDS from
   # its committed seeds in tests/fuzz/corpus/; SDG_FUZZ=0 skips them.
   if [ "${SDG_FUZZ:-1}" != 0 ]; then
     echo "=== build/fuzz: configure and build (clang, libFuzzer)"
     cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_CXX_COMPILER=clang++ -DSDG_SANITIZE=fuzz \
+      -DCMAKE_CXX_COMPILER=clang++ -DSDG_SANITIZE=fuzz -DSDG_WERROR=ON \
       -DSDG_FUZZ_SECONDS="${SDG_FUZZ_SECONDS:-30}" > /dev/null
     cmake --build build/fuzz -j "$jobs" --target fuzzers
     echo "=== build/fuzz: fuzz"

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "base/periodic_task.h"
+#include "base/status_macros.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/store/memory_job_store.h"
 #include "server/store/sqlite_job_store.h"
@@ -38,9 +39,9 @@ class ReflectionOption final : public grpc::ServerBuilderOption {
   const bool enabled_;
 };
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
+// Refuses options no server can run with; fills in the per-tenant limits
+// left at 0 (a tenant may use what the server has).
+absl::Status CheckAndDefault(ServerOptions& options) {
   if (options.backends.empty()) {
     return absl::InvalidArgumentError(
         "no backend configured: pass --backend NAME=http://HOST:PORT/v1");
@@ -53,13 +54,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
         "--max_workers and --max_jobs must be at least 1, --max_queued_jobs, "
         "--tenant_max_jobs and --tenant_max_queued_jobs at least 0");
   }
-  // 0: a tenant may use what the server has.
   if (scheduling.tenant_max_jobs == 0) {
     scheduling.tenant_max_jobs = scheduling.max_jobs;
   }
   if (scheduling.tenant_max_queued_jobs == 0) {
     scheduling.tenant_max_queued_jobs = scheduling.max_queued_jobs;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
+  SDG_RETURN_IF_ERROR(CheckAndDefault(options));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       MakeServerCredentials(options.tls);
   if (!credentials.ok()) return credentials.status();
@@ -141,40 +148,46 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       server->jobs_->RetentionPeriod(),
       [jobs = server->jobs_.get()] { jobs->RemoveExpired(); });
 
+  SDG_RETURN_IF_ERROR(server->StartGrpc(*std::move(credentials)));
+  return server;
+}
+
+absl::Status Server::StartGrpc(
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   // The default health service carries no protobuf descriptors; linking
   // health.proto's lets reflection describe grpc.health.v1.Health, so that
   // grpcurl and deploy/smoke.sh can call it knowing no .proto file.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::ServerBuilder builder;
-  builder.SetOption(std::make_unique<ReflectionOption>(opts.reflection));
-  builder.AddListeningPort(opts.listen, *credentials, &server->port_);
-  builder.RegisterService(server->service_.get());
-  builder.SetMaxReceiveMessageSize(opts.max_request_bytes);
-  server->grpc_server_ = builder.BuildAndStart();
-  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+  builder.SetOption(std::make_unique<ReflectionOption>(options_.reflection));
+  builder.AddListeningPort(options_.listen, std::move(credentials), &port_);
+  builder.RegisterService(service_.get());
+  builder.SetMaxReceiveMessageSize(options_.max_request_bytes);
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", opts.listen,
+        absl::StrCat("cannot listen on ", options_.listen,
                      " (is the port in use? set --listen)"));
   }
   grpc::HealthCheckServiceInterface* health =
-      server->grpc_server_->GetHealthCheckService();
+      grpc_server_->GetHealthCheckService();
   for (const char* service : {"", kServiceName, kLivenessService}) {
     health->SetServingStatus(service, true);
   }
-  if (!opts.tls.enabled() && !IsLoopbackAddress(opts.listen)) {
+  if (!options_.tls.enabled() && !IsLoopbackAddress(options_.listen)) {
     Log(LogLevel::kWarning,
         "gRPC port is plaintext and reachable beyond this host: requests, "
         "rows and tokens cross the network unencrypted; set --tls_cert and "
         "--tls_key (or listen on 127.0.0.1 behind a TLS proxy)",
-        {{"listen", opts.listen}});
+        {{"listen", options_.listen}});
   }
-  if (!server->authenticator_->enabled() && !IsLoopbackAddress(opts.listen)) {
+  if (!authenticator_->enabled() && !IsLoopbackAddress(options_.listen)) {
     Log(LogLevel::kWarning,
         "no --auth_tokens_file: every caller can see and cancel every job",
-        {{"listen", opts.listen}});
+        {{"listen", options_.listen}});
   }
-  return server;
+  return absl::OkStatus();
 }
 
 Server::~Server() {

@@ -93,6 +93,8 @@ class Server {
  private:
   Server() = default;
   bool SuspendsOnShutdown() const;
+  // Registers the service and opens the port; the health service serves.
+  absl::Status StartGrpc(std::shared_ptr<grpc::ServerCredentials> credentials);
 
   // Declaration order is construction order; destruction runs backwards.
   ServerOptions options_;

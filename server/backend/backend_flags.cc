@@ -53,6 +53,7 @@ absl::Status ForEachValue(
                      [&](const BackendOptions& b) { return b.name == name; });
     if (backend == backends.end()) {
       std::vector<std::string> names;
+      names.reserve(backends.size());
       for (const BackendOptions& b : backends) names.push_back(b.name);
       return FlagError(
           flag, value,

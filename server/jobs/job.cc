@@ -701,6 +701,84 @@ void Job::AppendProgressIfDueLocked() {
   AppendLocked(std::move(event));
 }
 
+void Job::EndSuspendedLocked(const absl::Status& stop_reason) {
+  record_.reason = std::string(stop_reason.message());
+  metrics_.JobFinished(tenant_, StateLabel(v1::JOB_STATE_SUSPENDED), true);
+  Log(LogLevel::kInfo, "job suspended",
+      {{"job_id", spec_.job_id},
+       {"tenant", tenant_},
+       {"shards_done", tally_.committed_shards()},
+       {"reason", record_.reason}});
+  // The stored state stays QUEUED or RUNNING: it resumes on restart.
+  record_.state = v1::JOB_STATE_SUSPENDED;
+  log_->End(absl::UnavailableError(absl::StrCat(
+      "the job was suspended (", stop_reason.message(),
+      "); it resumes when sdgd starts again: watch it again with the "
+      "last sequence you received")));
+}
+
+std::pair<v1::JobState, std::string> Job::EndStateLocked(
+    const absl::Status& stop_reason) const {
+  if (!stop_reason.ok()) {
+    return {stop_reason.code() == absl::StatusCode::kCancelled
+                ? v1::JOB_STATE_CANCELLED
+                : v1::JOB_STATE_FAILED,
+            std::string(stop_reason.message())};
+  }
+  if (tally_.shards_failed() > 0 && is_pipeline()) {
+    return {
+        v1::JOB_STATE_FAILED,
+        absl::StrCat(tally_.rows_failed(), " rows failed at their steps (in ",
+                     tally_.shards_failed(), " of ", shards_cut_,
+                     " shards); see the shard_error events")};
+  }
+  if (tally_.shards_failed() > 0) {
+    return {v1::JOB_STATE_FAILED,
+            absl::StrCat(tally_.rows_failed(), " of ", plan_.total_rows(),
+                         " rows failed (in ", tally_.shards_failed(), " of ",
+                         plan_.shard_count(),
+                         " shards); see the shard_error events")};
+  }
+  return {v1::JOB_STATE_SUCCEEDED, ""};
+}
+
+void Job::EndFinishedLocked(const absl::Status& stop_reason) {
+  auto [state, reason] = EndStateLocked(stop_reason);
+  const bool ran = run_start_ != absl::InfinitePast();
+  record_.end_time = absl::Now();
+  metrics_.JobFinished(tenant_, StateLabel(state), ran);
+  const double elapsed_seconds =
+      record_.start_time != absl::InfinitePast()
+          ? absl::ToDoubleSeconds(record_.end_time - record_.start_time)
+          : 0.0;
+  v1::JobFinished finished;
+  finished.set_state(state);
+  finished.set_rows_succeeded(tally_.rows_succeeded());
+  finished.set_rows_failed(tally_.rows_failed());
+  finished.set_shards_succeeded(tally_.shards_succeeded());
+  finished.set_shards_failed(tally_.shards_failed());
+  finished.set_elapsed_seconds(elapsed_seconds);
+  finished.set_reason(reason);
+  for (const v1::StepCounts& step : tally_.steps()) {
+    *finished.add_steps() = step;
+  }
+  v1::JobEvent event;
+  *event.mutable_finished() = finished;
+  AppendLocked(std::move(event));
+  log_->End(absl::OkStatus());
+  record_.state = state;
+  record_.reason = reason;
+  record_.finished = finished;
+  Log(LogLevel::kInfo, "job finished",
+      {{"job_id", spec_.job_id},
+       {"tenant", tenant_},
+       {"state", StateLabel(state)},
+       {"rows_succeeded", tally_.rows_succeeded()},
+       {"rows_failed", tally_.rows_failed()},
+       {"elapsed_s", elapsed_seconds},
+       {"reason", reason}});
+}
+
 void Job::MarkFinished() {
   // Why the job was stopped early, if it was: cancelled (CANCELLED), failed
   // fast (ABORTED), out of time (DEADLINE_EXCEEDED) or suspended.
@@ -711,75 +789,9 @@ void Job::MarkFinished() {
     ended_ = true;
     log = log_;
     if (suspending_) {
-      record_.reason = std::string(stop_reason.message());
-      metrics_.JobFinished(tenant_, StateLabel(v1::JOB_STATE_SUSPENDED), true);
-      Log(LogLevel::kInfo, "job suspended",
-          {{"job_id", spec_.job_id},
-           {"tenant", tenant_},
-           {"shards_done", tally_.committed_shards()},
-           {"reason", record_.reason}});
-      // The stored state stays QUEUED or RUNNING: it resumes on restart.
-      record_.state = v1::JOB_STATE_SUSPENDED;
-      log_->End(absl::UnavailableError(absl::StrCat(
-          "the job was suspended (", stop_reason.message(),
-          "); it resumes when sdgd starts again: watch it again with the "
-          "last sequence you received")));
+      EndSuspendedLocked(stop_reason);
     } else {
-      v1::JobState state;
-      std::string reason;
-      if (!stop_reason.ok()) {
-        state = stop_reason.code() == absl::StatusCode::kCancelled
-                    ? v1::JOB_STATE_CANCELLED
-                    : v1::JOB_STATE_FAILED;
-        reason = std::string(stop_reason.message());
-      } else if (tally_.shards_failed() > 0 && is_pipeline()) {
-        state = v1::JOB_STATE_FAILED;
-        reason = absl::StrCat(tally_.rows_failed(),
-                              " rows failed at their steps (in ",
-                              tally_.shards_failed(), " of ", shards_cut_,
-                              " shards); see the shard_error events");
-      } else if (tally_.shards_failed() > 0) {
-        state = v1::JOB_STATE_FAILED;
-        reason = absl::StrCat(tally_.rows_failed(), " of ", plan_.total_rows(),
-                              " rows failed (in ", tally_.shards_failed(),
-                              " of ", plan_.shard_count(),
-                              " shards); see the shard_error events");
-      } else {
-        state = v1::JOB_STATE_SUCCEEDED;
-      }
-      const bool ran = run_start_ != absl::InfinitePast();
-      record_.end_time = absl::Now();
-      metrics_.JobFinished(tenant_, StateLabel(state), ran);
-      const double elapsed_seconds =
-          record_.start_time != absl::InfinitePast()
-              ? absl::ToDoubleSeconds(record_.end_time - record_.start_time)
-              : 0.0;
-      v1::JobFinished finished;
-      finished.set_state(state);
-      finished.set_rows_succeeded(tally_.rows_succeeded());
-      finished.set_rows_failed(tally_.rows_failed());
-      finished.set_shards_succeeded(tally_.shards_succeeded());
-      finished.set_shards_failed(tally_.shards_failed());
-      finished.set_elapsed_seconds(elapsed_seconds);
-      finished.set_reason(reason);
-      for (const v1::StepCounts& step : tally_.steps()) {
-        *finished.add_steps() = step;
-      }
-      v1::JobEvent event;
-      *event.mutable_finished() = finished;
-      AppendLocked(std::move(event));
-      log_->End(absl::OkStatus());
-      record_.state = state;
-      record_.reason = reason;
-      record_.finished = finished;
-      Log(LogLevel::kInfo, "job finished",
-          {{"job_id", spec_.job_id},
-           {"tenant", tenant_},
-           {"state", StateLabel(state)},
-           {"rows_succeeded", tally_.rows_succeeded()},
-           {"rows_failed", tally_.rows_failed()},
-           {"elapsed_s", elapsed_seconds},
-           {"reason", reason}});
+      EndFinishedLocked(stop_reason);
     }
   }
   // The final state is saved once the `finished` event is committed: a

@@ -176,6 +176,16 @@ class Job : public std::enable_shared_from_this<Job> {
   v1::JobState state() const;
 
  private:
+  // MarkFinished's two ends, under mu_: a suspended job's (its log ends
+  // with UNAVAILABLE, its record stays unfinished), and a finished job's
+  // (its `finished` event, state and reason).
+  void EndSuspendedLocked(const absl::Status& stop_reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndFinishedLocked(const absl::Status& stop_reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The state a job ends in, and why (empty when it succeeded).
+  std::pair<v1::JobState, std::string> EndStateLocked(
+      const absl::Status& stop_reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendLocked(v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A shard's events, committed together.
   void AppendGroupLocked(std::vector<v1::JobEvent> group)

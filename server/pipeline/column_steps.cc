@@ -255,8 +255,9 @@ std::optional<Value> ConvertValue(const Value& value, ConvertType type) {
 }
 
 absl::StatusOr<ValueFilter> ValueFilter::Create(
-    std::string column, std::vector<Value> values, FilterOperation operation,
-    ConvertType convert, std::optional<Value> default_value) {
+    std::string column, const std::vector<Value>& values,
+    FilterOperation operation, ConvertType convert,
+    std::optional<Value> default_value) {
   if (values.empty()) {
     return absl::InvalidArgumentError("filter_by_value needs a value");
   }

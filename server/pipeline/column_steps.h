@@ -41,7 +41,7 @@ class ValueFilter {
   // The filter values are converted too; one that does not convert is an
   // INVALID_ARGUMENT naming it (a mistake in the pipeline, not in a row).
   static absl::StatusOr<ValueFilter> Create(
-      std::string column, std::vector<google::protobuf::Value> values,
+      std::string column, const std::vector<google::protobuf::Value>& values,
       FilterOperation operation, ConvertType convert,
       std::optional<google::protobuf::Value> default_value);
 

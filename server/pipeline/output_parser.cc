@@ -85,9 +85,10 @@ class CompiledPattern {
                          reinterpret_cast<const char*>(message)));
       }
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data.get());
-      auto group = [&](uint32_t g) -> absl::string_view {
-        if (ovector[2 * g] == PCRE2_UNSET) return {};
-        return text.substr(ovector[2 * g], ovector[2 * g + 1] - ovector[2 * g]);
+      auto group = [&](size_t g) -> absl::string_view {
+        const PCRE2_SIZE start = ovector[2 * g];
+        if (start == PCRE2_UNSET) return {};
+        return text.substr(start, ovector[2 * g + 1] - start);
       };
       std::vector<absl::string_view>& match = matches.emplace_back();
       if (groups_ == 0) {

@@ -62,16 +62,15 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
     if (static_cast<int>(running_.size()) < options_.max_jobs &&
         CountTenant(running_, tenant) < options_.tenant_max_jobs) {
       StartLocked(Entry{std::move(job)}, started);
-    } else if (admission == Admission::kResumed) {
-      queued_.push_back(Entry{std::move(job)});
-      metrics_.JobsQueued(static_cast<double>(queued_.size()));
-    } else if (static_cast<int>(queued_.size()) >= options_.max_queued_jobs) {
+    } else if (admission == Admission::kNew &&
+               static_cast<int>(queued_.size()) >= options_.max_queued_jobs) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "server is at its limit of ", options_.max_jobs, " running and ",
           options_.max_queued_jobs,
           " queued jobs (--max_jobs, --max_queued_jobs); retry later"));
-    } else if (CountTenant(queued_, tenant) >=
-               options_.tenant_max_queued_jobs) {
+    } else if (admission == Admission::kNew &&
+               CountTenant(queued_, tenant) >=
+                   options_.tenant_max_queued_jobs) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "tenant \"", tenant, "\" is at its limit of ",
           options_.tenant_max_jobs, " running and ",
@@ -89,10 +88,8 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
       raw->token().OnCancel([this, raw] { OnJobCancelled(raw); });
   {
     absl::MutexLock lock(&mu_);
-    for (EntryList* list : {&running_, &queued_}) {
-      for (Entry& entry : *list) {
-        if (entry.job.get() == raw) entry.on_cancel = std::move(registration);
-      }
+    if (Entry* entry = FindEntryLocked(raw)) {
+      entry->on_cancel = std::move(registration);
     }
   }
   // If the job already ended, `registration` dies here and unregisters.
@@ -131,6 +128,15 @@ void Scheduler::Finish(Ended ended) {
   if (ended.job == nullptr) return;
   if (ended.timeout != 0) timers_.CancelTimer(ended.timeout);
   ended.job->MarkFinished();
+}
+
+Scheduler::Entry* Scheduler::FindEntryLocked(const Job* job) {
+  for (EntryList* list : {&running_, &queued_}) {
+    for (Entry& entry : *list) {
+      if (entry.job.get() == job) return &entry;
+    }
+  }
+  return nullptr;
 }
 
 int Scheduler::CountTenant(const EntryList& list, const std::string& tenant) {

@@ -122,6 +122,8 @@ class Scheduler {
   EntryList::iterator FindDispatchableLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static int CountTenant(const EntryList& list, const std::string& tenant);
+  // The job's entry, running or queued; null once it has ended.
+  Entry* FindEntryLocked(const Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a running entry and returns its job if nothing more will run for
   // it; then lets queued jobs take the free run slots.
   Ended TakeIfDoneLocked(EntryList::iterator entry)

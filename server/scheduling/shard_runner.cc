@@ -236,11 +236,10 @@ class BackendShardRunner::BlockShard
       prompted_.push_back(r);
     }
     if (texts.empty()) return Outcome(Generations{});
-    absl::StatusOr<Call> call =
-        runner_.PrepareCall(spec_.block, std::move(texts), token_,
-                            [self = shared_from_this()]() mutable {
-                              self->ready_([self] { return self->Continue(); });
-                            });
+    absl::StatusOr<Call> call = runner_.PrepareCall(
+        spec_.block, texts, token_, [self = shared_from_this()]() mutable {
+          self->ready_([self] { return self->Continue(); });
+        });
     if (!call.ok()) return Failed(call.status());
     call_ = *std::move(call);
     SendCall(call_, token_);
@@ -284,6 +283,7 @@ class BackendShardRunner::BlockShard
           // Only the output column: the client joins it with its input.
         } else if (s + 1 == n) {
           // The last sample takes the row; the others copy it.
+          // NOLINTNEXTLINE(bugprone-use-after-move): moved at s + 1 == n only
           *row.mutable_columns() = std::move(input);
         } else {
           *row.mutable_columns() = input;
@@ -383,7 +383,7 @@ class BackendShardRunner::StageShard
     if (prompts.empty()) return false;
     SDG_ASSIGN_OR_RETURN(
         call_,
-        runner_.PrepareCall(llm.block, std::move(prompts), token_,
+        runner_.PrepareCall(llm.block, prompts, token_,
                             [self = shared_from_this()]() mutable {
                               self->ready_([self] { return self->Continue(); });
                             }));
@@ -484,7 +484,7 @@ absl::StatusOr<Backend*> BackendShardRunner::BackendFor(
 }
 
 absl::StatusOr<BackendShardRunner::Call> BackendShardRunner::PrepareCall(
-    const v1::Block& block, std::vector<std::string> prompts,
+    const v1::Block& block, const std::vector<std::string>& prompts,
     CancellationToken& token, absl::AnyInvocable<void() &&> on_replied) const {
   Call call;
   SDG_ASSIGN_OR_RETURN(call.backend, BackendFor(block));

@@ -115,7 +115,7 @@ class BackendShardRunner final : public ShardRunner {
   // thread, when the last reply is in. Waits only for the backend's first
   // batching decision.
   absl::StatusOr<Call> PrepareCall(
-      const v1::Block& block, std::vector<std::string> prompts,
+      const v1::Block& block, const std::vector<std::string>& prompts,
       CancellationToken& token, absl::AnyInvocable<void() &&> on_replied) const;
   // Sends `call`, which the caller has stored where its continuation reads
   // it: every reply may come, and the continuation run on another worker,

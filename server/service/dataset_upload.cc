@@ -52,17 +52,20 @@ absl::Status DatasetUpload::Take(const v1::DatasetChunk& chunk) {
     return StorageQuotaError(tenant_, usage, limits_.quota_bytes);
   }
   sha256_.Update(chunk.data());
-  return decoder_.Feed(chunk.data(), [this](google::protobuf::Struct row) {
-    return builder_->Add(row);
-  });
+  return decoder_.Feed(chunk.data(),
+                       [this](const google::protobuf::Struct& row) {
+                         return builder_->Add(row);
+                       });
 }
 
 absl::StatusOr<v1::Dataset> DatasetUpload::Complete() {
   if (builder_ == nullptr) {
     return absl::InvalidArgumentError("the dataset is empty (no data sent)");
   }
-  if (absl::Status s = decoder_.Finish(
-          [this](google::protobuf::Struct row) { return builder_->Add(row); });
+  if (absl::Status s =
+          decoder_.Finish([this](const google::protobuf::Struct& row) {
+            return builder_->Add(row);
+          });
       !s.ok()) {
     return s;
   }

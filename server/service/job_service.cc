@@ -120,6 +120,7 @@ absl::Status JobService::ChooseModel(absl::string_view field,
         " has not listed its models (/v1/models); name the model"));
   }
   std::vector<std::string> quoted;
+  quoted.reserve(models.size());
   for (const std::string& model : models) quoted.push_back(Quoted(model));
   return absl::InvalidArgumentError(absl::StrCat(
       field, ": empty, and backend ", Quoted(backend), " lists ", models.size(),
@@ -258,6 +259,7 @@ absl::Status JobService::Restore(JobRecord record) {
                           record.state == v1::JOB_STATE_RUNNING;
   absl::StatusOr<JobSpec> validated =
       ValidateRequest(record.request, backends_, options_.limits);
+  const absl::Status invalid = validated.status();
   JobSpec spec;
   if (validated.ok()) {
     spec = *std::move(validated);
@@ -302,10 +304,9 @@ absl::Status JobService::Restore(JobRecord record) {
   log->SetOnCommitError([weak](absl::Status error) {
     if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
   });
-  if (!validated.ok()) {
-    job->Cancel(absl::FailedPreconditionError(
-        absl::StrCat("cannot resume the job on this server: ",
-                     validated.status().message())));
+  if (!invalid.ok()) {
+    job->Cancel(absl::FailedPreconditionError(absl::StrCat(
+        "cannot resume the job on this server: ", invalid.message())));
   }
   Log(LogLevel::kInfo, "job resuming",
       {{"job_id", job->id()},

@@ -441,7 +441,7 @@ absl::Status ImportJsonLinesFile(const std::string& path,
         "dataset_path: cannot open ", path, ": ", std::strerror(errno)));
   }
   JsonLinesDecoder decoder;
-  auto add = [&builder](google::protobuf::Struct row) {
+  auto add = [&builder](const google::protobuf::Struct& row) {
     return builder.Add(row);
   };
   std::string buffer(kWriteBuffer, '\0');

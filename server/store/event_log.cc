@@ -375,7 +375,7 @@ absl::StatusOr<size_t> EventLog::Reader::Read(int64_t offset, size_t size,
     const std::string& bytes = log_->memory_;
     if (offset >= static_cast<int64_t>(bytes.size())) return 0;
     size_t n = std::min(size, bytes.size() - static_cast<size_t>(offset));
-    std::memcpy(out, bytes.data() + offset, n);
+    std::copy_n(bytes.data() + offset, n, out);
     return n;
   }
   const int64_t end = offset + static_cast<int64_t>(size);

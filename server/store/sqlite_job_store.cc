@@ -125,7 +125,7 @@ std::string ColumnBytes(sqlite3_stmt* stmt, int index) {
 class SqliteJobStore::StatementUse {
  public:
   explicit StatementUse(sqlite3_stmt* stmt) : stmt_(stmt) {}
-  StatementUse(StatementUse&& other)
+  StatementUse(StatementUse&& other) noexcept
       : stmt_(std::exchange(other.stmt_, nullptr)) {}
   StatementUse& operator=(StatementUse&&) = delete;
   ~StatementUse() {

@@ -130,7 +130,7 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
   if (options.mode == Mode::kLlamaCpp) {
     // An idle keep-alive connection is closed after this, freeing its thread.
     timeval keep_alive{options.keep_alive_ms / 1000,
-                       (options.keep_alive_ms % 1000) * 1000};
+                       (options.keep_alive_ms % 1000) * suseconds_t{1000}};
     evhttp_set_timeout_tv(server->http_, &keep_alive);
   }
   server->sigint_ =
@@ -485,7 +485,7 @@ void SimServer::SendNextSlowChunk(Pending* pending) {
     return;
   }
   int ms = options_.slow_body_ms / static_cast<int>(kChunks);
-  timeval delay{ms / 1000, (ms % 1000) * 1000};
+  timeval delay{ms / 1000, (ms % 1000) * suseconds_t{1000}};
   evtimer_add(pending->timer, &delay);
 }
 
