@@ -30,7 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backend_bench import start_printing_port  # noqa: E402
+from backend_bench import cpu_seconds, start_printing_port  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "pipelines", "knowledge")
@@ -67,6 +67,25 @@ def write_seeds(path, rows):
                                 "document": f"{doc} (note {i})"}) + "\n")
 
 
+def worker_switches(pid):
+    """Context switches of sdgd's workers so far (sdg-worker threads): each
+    is a worker going to sleep or being put off its CPU."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != "sdg-worker":
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches",
+                                        "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            continue
+    return total
+
+
 class Run:
     def __init__(self, build, work):
         self.sdgctl_path = os.path.join(build, "client", "sdgctl")
@@ -76,7 +95,7 @@ class Run:
     def start(self, build):
         log = open(os.path.join(self.work, "llmsim.log"), "w")
         llmsim, llmsim_port = start_printing_port(
-            [os.path.join(build, "tests", "llmsim", "llmsim"),
+            [os.path.join(build, "tools", "llmsim", "llmsim"),
              "--listen=127.0.0.1:0", "--model=sim-model", "--latency_ms=50",
              "--capacity=64",
              "--replies=" + os.path.join(ROOT, "bench", "pipeline_replies.jsonl")],
@@ -89,6 +108,7 @@ class Run:
              "--state_dir=" + os.path.join(self.work, "state")],
             "sdgd listening on", open(os.path.join(self.work, "sdgd.log"), "w"))
         self.procs.append(sdgd)
+        self.sdgd_pid = sdgd.pid
 
     def stop(self):
         for proc in reversed(self.procs):
@@ -145,10 +165,14 @@ def main():
         whole = os.path.join(work, "pipeline.yaml")
         write_pipeline(whole, blocks)
 
+        cpu0, switches0 = cpu_seconds(run.sdgd_pid), worker_switches(run.sdgd_pid)
         start = time.monotonic()
         streamed_first, streamed_total = run.job(whole, seeds, "streamed",
                                                  start, True)
+        streamed_cpu = cpu_seconds(run.sdgd_pid) - cpu0
+        streamed_switches = worker_switches(run.sdgd_pid) - switches0
         streamed = run.output("streamed", os.path.join(work, "streamed.jsonl"))
+        output_rows = streamed.count("\n")
 
         start = time.monotonic()
         current = seeds
@@ -163,11 +187,17 @@ def main():
         same = text == streamed
         results = {
             "seed_rows": args.rows,
-            "output_rows": streamed.count("\n"),
+            "output_rows": output_rows,
             "llmsim": "--latency_ms 50 --capacity 64",
             "num_workers": args.num_workers,
             "streamed": {"total_s": round(streamed_total, 2),
-                         "first_row_s": round(streamed_first, 2)},
+                         "first_row_s": round(streamed_first, 2),
+                         # sdgd's CPU (every thread) and its workers'
+                         # context switches over the streamed job.
+                         "sdgd_cpu_us_per_output_row":
+                             round(streamed_cpu / output_rows * 1e6, 1),
+                         "worker_switches_per_output_row":
+                             round(streamed_switches / output_rows, 2)},
             "block_by_block": {"total_s": round(barrier_total, 2),
                                "first_row_s": round(barrier_first, 2)},
             "total_ratio": round(streamed_total / barrier_total, 3),

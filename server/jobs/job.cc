@@ -8,6 +8,7 @@
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "google/protobuf/util/time_util.h"
+#include "server/jobs/shard_events.h"
 
 namespace sdg {
 namespace {
@@ -458,133 +459,24 @@ void Job::MarkRunning() {
        {"num_workers", spec_.num_workers}});
 }
 
-namespace {
-
-// Results go out in events of at most this many bytes (a client's receive
-// limit is 4 MiB by default), split between result rows.
-constexpr size_t kMaxResultEventBytes = 1 << 20;
-
-// The shard_result events of a shard's generated rows.
-void AddResultEvents(const ShardSpec& shard, std::vector<v1::ResultRow> rows,
-                     std::vector<v1::JobEvent>& group) {
-  v1::ShardResult* result = nullptr;
-  size_t bytes = 0;
-  for (v1::ResultRow& row : rows) {
-    const size_t size = row.ByteSizeLong();
-    if (result == nullptr ||
-        (bytes + size > kMaxResultEventBytes && result->rows_size() > 0)) {
-      result = group.emplace_back().mutable_shard_result();
-      result->set_shard_index(shard.index);
-      bytes = 0;
+std::vector<v1::JobEvent> Job::ShardEventsOf(const ShardSpec& shard,
+                                             ShardOutcome outcome) const {
+  if (!outcome.status.ok()) {
+    std::string step;
+    if (is_pipeline()) {
+      const StageSpec& range = spec_.pipeline->stages[StageOf(shard)];
+      if (range.first_step < range.end_step) {
+        step = spec_.pipeline->steps[range.first_step].name;
+      }
     }
-    bytes += size;
-    *result->add_rows() = std::move(row);
+    return {
+        WholeShardErrorEvent(shard, outcome.status, outcome.attempts, step)};
   }
-}
-
-// A shard_error for rows [first_row, first_row + row_count).
-v1::JobEvent ShardErrorEvent(const ShardSpec& shard, int64_t first_row,
-                             int64_t row_count, const absl::Status& status,
-                             int attempts) {
-  v1::JobEvent event;
-  v1::ShardError* error = event.mutable_shard_error();
-  error->set_shard_index(shard.index);
-  error->set_first_row(first_row);
-  error->set_row_count(row_count);
-  error->set_code(static_cast<int>(status.code()));
-  error->set_message(std::string(status.message()));
-  error->set_attempts(attempts);
-  return event;
-}
-
-// One shard_error per run of consecutive failed rows with the same error.
-void AddErrorEvents(const ShardSpec& shard,
-                    const std::vector<RowFailure>& failed,
-                    std::vector<v1::JobEvent>& group) {
-  for (size_t i = 0; i < failed.size();) {
-    size_t end = i + 1;
-    while (end < failed.size() &&
-           failed[end].row_index == failed[end - 1].row_index + 1 &&
-           failed[end].status == failed[i].status &&
-           failed[end].attempts == failed[i].attempts) {
-      ++end;
-    }
-    group.push_back(ShardErrorEvent(shard, failed[i].row_index,
-                                    static_cast<int64_t>(end - i),
-                                    failed[i].status, failed[i].attempts));
-    i = end;
+  if (is_pipeline()) {
+    return StageShardEvents(shard, *spec_.pipeline, StageOf(shard),
+                            std::move(outcome));
   }
-}
-
-// The events of a pipeline shard's output rows: shard_result for the last
-// stage, stage_rows (kept in the log only) before a barrier, each under
-// kMaxResultEventBytes; the first carries the shard's step counts.
-void AddPipelineRowEvents(const ShardSpec& shard, bool results,
-                          std::vector<PipelineRow> rows,
-                          std::vector<v1::StepCounts> steps,
-                          std::vector<v1::JobEvent>& group) {
-  google::protobuf::RepeatedPtrField<v1::ResultRow>* event_rows = nullptr;
-  size_t bytes = 0;
-  auto start_event = [&] {
-    v1::JobEvent& event = group.emplace_back();
-    if (results) {
-      event.mutable_shard_result()->set_shard_index(shard.index);
-      event_rows = event.mutable_shard_result()->mutable_rows();
-    } else {
-      event.mutable_stage_rows()->set_shard_index(shard.index);
-      event_rows = event.mutable_stage_rows()->mutable_rows();
-    }
-    bytes = 0;
-  };
-  start_event();
-  auto* first_steps = results
-                          ? group.back().mutable_shard_result()->mutable_steps()
-                          : group.back().mutable_stage_rows()->mutable_steps();
-  for (v1::StepCounts& step : steps) *first_steps->Add() = std::move(step);
-  for (PipelineRow& row : rows) {
-    const size_t size = row.ByteSizeLong();
-    if (bytes + size > kMaxResultEventBytes && !event_rows->empty()) {
-      start_event();
-    }
-    bytes += size;
-    *event_rows->Add() = std::move(row);
-  }
-}
-
-v1::JobEvent PipelineErrorEvent(const ShardSpec& shard, const std::string& step,
-                                const PipelineRowFailure& failure) {
-  v1::JobEvent event = ShardErrorEvent(shard, failure.row_index, 1,
-                                       failure.status, failure.attempts);
-  event.mutable_shard_error()->set_step(step);
-  for (int64_t k : failure.order_key) {
-    event.mutable_shard_error()->add_order_key(k);
-  }
-  return event;
-}
-
-}  // namespace
-
-std::vector<v1::JobEvent> Job::PipelineEventsLocked(const ShardSpec& shard,
-                                                    ShardOutcome outcome) {
-  const PipelineSpec& pipeline = *spec_.pipeline;
-  const int stage = StageOf(shard);
-  const bool last = pipeline.IsLastStage(stage);
-  std::vector<v1::JobEvent> group;
-  if (!last) {
-    for (const PipelineRow& row : outcome.rows) AddPendingLocked(stage, row);
-  }
-  AddPipelineRowEvents(shard, last, std::move(outcome.rows),
-                       std::move(outcome.steps), group);
-  std::stable_sort(
-      outcome.failed_steps.begin(), outcome.failed_steps.end(),
-      [](const PipelineRowFailure& a, const PipelineRowFailure& b) {
-        return a.order_key < b.order_key;
-      });
-  for (const PipelineRowFailure& failure : outcome.failed_steps) {
-    group.push_back(
-        PipelineErrorEvent(shard, pipeline.steps[failure.step].name, failure));
-  }
-  return group;
+  return BlockShardEvents(shard, std::move(outcome));
 }
 
 void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
@@ -631,31 +523,22 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
          {"error", std::string(first_error.message())}});
   }
 
+  const int64_t completion_tokens = outcome.completion_tokens;
+  std::vector<v1::JobEvent> group = ShardEventsOf(shard, std::move(outcome));
+  if (group.empty()) {
+    // A shard with nothing to say still commits (a runner with no rows).
+    group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
+  }
   std::shared_ptr<EventLog> log;
   {
     absl::MutexLock lock(&mu_);
-    tokens_generated_ += outcome.completion_tokens;
-    std::vector<v1::JobEvent> group;
-    if (shard_failed) {
-      group.push_back(ShardErrorEvent(shard, shard.first_row, shard.row_count,
-                                      outcome.status, outcome.attempts));
-      if (is_pipeline()) {
-        const PipelineSpec& pipeline = *spec_.pipeline;
-        const StageSpec& range = pipeline.stages[StageOf(shard)];
-        if (range.first_step < range.end_step) {
-          group.back().mutable_shard_error()->set_step(
-              pipeline.steps[range.first_step].name);
-        }
+    tokens_generated_ += completion_tokens;
+    // Rows for a barrier wait in their stage's pending rows too.
+    for (const v1::JobEvent& event : group) {
+      if (!event.has_stage_rows()) continue;
+      for (const PipelineRow& row : event.stage_rows().rows()) {
+        AddPendingLocked(StageOf(shard), row);
       }
-    } else if (is_pipeline()) {
-      group = PipelineEventsLocked(shard, std::move(outcome));
-    } else {
-      AddResultEvents(shard, std::move(outcome.rows), group);
-      AddErrorEvents(shard, outcome.failed_rows, group);
-    }
-    if (group.empty()) {
-      // A shard with nothing to say still commits (a runner with no rows).
-      group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
     }
     AppendGroupLocked(std::move(group));
     if (!is_pipeline()) {

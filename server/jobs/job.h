@@ -191,11 +191,9 @@ class Job : public std::enable_shared_from_this<Job> {
   void AppendGroupLocked(std::vector<v1::JobEvent> group)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A pipeline shard's events: its output (results, or the rows for its
-  // barrier, which go to the stage's pending rows too) and its failed rows.
-  std::vector<v1::JobEvent> PipelineEventsLocked(const ShardSpec& shard,
-                                                 ShardOutcome outcome)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The events `outcome` is committed as (shard_events.h); needs no lock.
+  std::vector<v1::JobEvent> ShardEventsOf(const ShardSpec& shard,
+                                          ShardOutcome outcome) const;
   // Releases every pending row that no uncommitted shard can precede into
   // the next stage (deduplicated, in order) and cuts the shards that makes.
   void AdvanceStagesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
