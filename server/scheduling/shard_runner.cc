@@ -38,10 +38,11 @@ class SampleReplies {
   int remaining_ ABSL_GUARDED_BY(mu_);
 };
 
-ShardOutcome Failed(absl::Status status, int attempts = 0) {
+// A shard with no outcome: the job was stopped, or its call could not be
+// made.
+ShardOutcome Failed(absl::Status status) {
   ShardOutcome outcome;
   outcome.status = std::move(status);
-  outcome.attempts = attempts;
   return outcome;
 }
 
