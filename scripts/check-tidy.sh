@@ -13,9 +13,12 @@ jobs=${SDG_BUILD_JOBS:-2}
 mapfile -t files < <(git ls-files 'base/*.cc' 'server/*.cc' 'client/*.cc' 'tools/*.cc')
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# -Wno-error: the builds' -Werror would turn a compiler warning in a
+# generated gRPC header into an error no Checks entry can turn off;
+# .clang-tidy's WarningsAsErrors decides what fails instead.
 status=0
 printf '%s\n' "${files[@]}" |
-  xargs -P "$jobs" -n 4 clang-tidy -p "$build" --quiet > "$log" 2>&1 || status=$?
+  xargs -P "$jobs" -n 4 clang-tidy -p "$build" --quiet --extra-arg=-Wno-error > "$log" 2>&1 || status=$?
 if [ "$status" != 0 ] || grep -q 'warning:\|error:' "$log"; then
   grep -E 'warning:|error:' "$log" | sed "s|$PWD/||" | sort -u >&2
   echo "check-tidy: clang-tidy found the above (.clang-tidy says what each check is for)" >&2
