@@ -2,17 +2,12 @@
 // committed by the store, then read by watchers. A reader never sees an
 // event that is not committed, so what a watcher was sent survives a crash.
 //
-// Format, the same in memory and on disk (events.log):
-//   "SDGLOG1\n", then per event a record:
-//   u32 payload size, u32 CRC-32 of (sequence, payload), u64 sequence,
-//   payload (a serialized sdg.v1.JobEvent); little-endian. The size word's
-//   top bit says the next record belongs to the same group: a group (a
-//   shard's results and errors) is committed, replayed and cut whole.
-// A file log is committed by a LogCommitter (group commit: one write and one
-// fdatasync per log for everything appended since its last round). Opening
-// an existing file replays its records and cuts a torn tail (a record that
-// is short or fails its CRC, left by a crash mid-write), back to the end of
-// the last whole group.
+// This is the interface the layers above use. Implementations:
+// MemoryEventLog (--ephemeral: committed as soon as appended) and
+// FileEventLog (the default store: a file per job, group-committed by a
+// LogCommitter; its record format is log_format.h). A shared database's
+// log implements it too: its commit notification may come from another
+// process.
 #ifndef SDG_SERVER_JOBS_EVENT_LOG_H_
 #define SDG_SERVER_JOBS_EVENT_LOG_H_
 
@@ -21,174 +16,136 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "sdg/v1/generation.pb.h"
-#include "server/store/file_util.h"
 
 namespace sdg {
 
-class LogCommitter;
-
-class EventLog : public std::enable_shared_from_this<EventLog> {
+class EventLog {
  public:
-  // Events committed as soon as they are appended, kept in memory.
-  static std::shared_ptr<EventLog> InMemory();
-  // Opens `path` for appending, creating it if missing. Every committed event
-  // already in it goes to `replay`, in order; a torn tail is cut off.
-  static absl::StatusOr<std::shared_ptr<EventLog>> OpenFile(
-      std::string path, LogCommitter& committer,
-      absl::FunctionRef<void(const v1::JobEvent&)> replay);
-  // A log that is complete: its job finished. Nothing can be appended.
-  static std::shared_ptr<EventLog> OpenFinished(std::string path);
-
-  EventLog(const EventLog&) = delete;
-  EventLog& operator=(const EventLog&) = delete;
+  virtual ~EventLog() = default;
 
   // Sets `event`'s sequence and queues a copy for commit; never blocks.
-  uint64_t Append(v1::JobEvent& event);
+  uint64_t Append(v1::JobEvent& event) {
+    return AppendGroup(absl::MakeSpan(&event, 1));
+  }
   // The same for events that are committed together or not at all: a
   // reader sees all of them or none. Returns the last one's sequence.
-  uint64_t AppendGroup(absl::Span<v1::JobEvent> group);
-  // Blocks while more than kMaxUncommittedBytes wait for the disk.
-  void AwaitRoom();
+  virtual uint64_t AppendGroup(absl::Span<v1::JobEvent> group) = 0;
+  // Blocks while more than kMaxUncommittedBytes wait to be committed.
+  virtual void AwaitRoom() = 0;
   // Nothing more will be appended. Readers end with `status` (OK: the job
   // finished; UNAVAILABLE: it was suspended) once they have read every
   // committed event.
-  void End(absl::Status status);
+  virtual void End(absl::Status status) = 0;
   // Blocks until everything appended is committed (or committing failed).
-  void AwaitCommitted();
-  // Runs `callback` (once, on the committer thread) if committing fails:
+  virtual void AwaitCommitted() = 0;
+  // Runs `callback` (once, on the committing thread) if committing fails:
   // disk full, state_dir unwritable. Nothing appended after is committed.
-  void SetOnCommitError(std::function<void(absl::Status)> callback);
+  virtual void SetOnCommitError(std::function<void(absl::Status)> callback) = 0;
 
   // The last committed event's sequence (0: none yet).
-  uint64_t last_sequence() const;
+  virtual uint64_t last_sequence() const = 0;
   // Why committing failed, or OK.
-  absl::Status commit_error() const;
+  virtual absl::Status commit_error() const = 0;
 
   // A committed event as the log holds it, ready to send as it is.
   struct EncodedEvent {
     uint64_t sequence = 0;
-    // Which event it is, read from its field tag without parsing it.
+    // Which event it is, known without parsing it.
     v1::JobEvent::EventCase event_case = v1::JobEvent::EVENT_NOT_SET;
     std::string bytes;  // a serialized sdg.v1.JobEvent
   };
-  // A reader's position in the log.
+  // A reader's position in the log. It keeps its log alive.
   class Reader {
    public:
+    virtual ~Reader() = default;
     // The next committed event; nullopt when every committed event was read.
-    absl::StatusOr<std::optional<EncodedEvent>> Next();
+    virtual absl::StatusOr<std::optional<EncodedEvent>> Next() = 0;
     // Once every committed event was read: why the log ends (OK after
     // `finished`), or nullopt while more may come.
-    std::optional<absl::Status> End() const;
-    uint64_t last_read() const { return last_read_; }
-    EventLog& log() const { return *log_; }
-
-   private:
-    friend class EventLog;
-    Reader(std::shared_ptr<EventLog> log, uint64_t after, UniqueFd fd)
-        : log_(std::move(log)),
-          after_(after),
-          last_read_(after),
-          fd_(std::move(fd)) {}
-    // Copies [offset, offset + size) of the log, below `limit` (committed).
-    absl::StatusOr<size_t> Read(int64_t offset, size_t size, int64_t limit,
-                                char* out);
-
-    // File logs are read ahead in chunks of this size: a watcher behind by
-    // a commit round reads it in one pread, not two per event.
-    static constexpr size_t kReadAhead = 256 << 10;
-
-    const std::shared_ptr<EventLog> log_;
-    const uint64_t after_;  // events up to this one are skipped
-    uint64_t last_read_;
-    int64_t position_ = 0;
-    UniqueFd fd_;  // file logs: the reader's own
-    // File logs: committed bytes read ahead, from offset read_ahead_start_.
-    std::string read_ahead_;
-    int64_t read_ahead_start_ = 0;
+    virtual std::optional<absl::Status> End() const = 0;
+    virtual uint64_t last_read() const = 0;
+    virtual EventLog& log() const = 0;
   };
   // Events after `after_sequence`.
-  absl::StatusOr<std::unique_ptr<Reader>> Read(uint64_t after_sequence);
+  virtual absl::StatusOr<std::unique_ptr<Reader>> Read(
+      uint64_t after_sequence) = 0;
   // Runs `callback` once (any thread, no lock held) when an event after
   // `sequence` is committed or the log ends. Returns false, and never runs
   // it, if that is already so.
-  bool NotifyAfter(uint64_t sequence, std::function<void()> callback);
+  virtual bool NotifyAfter(uint64_t sequence,
+                           std::function<void()> callback) = 0;
 
   static constexpr size_t kMaxUncommittedBytes = 64 << 20;
-
- private:
-  friend class LogCommitter;
-  EventLog(std::string path, LogCommitter* committer, UniqueFd fd);
-
-  // For the committer: takes what is pending.
-  struct Pending {
-    std::string bytes;
-    uint64_t last_sequence = 0;
-  };
-  Pending TakePending();
-  // For the committer: `pending` is on disk, or failed to get there.
-  void Committed(const Pending& pending, const absl::Status& status);
-  // A finished log learns where it ends on its first Read.
-  absl::Status ScanFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Callbacks to run once mu_ is released.
-  std::vector<std::function<void()>> TakeWaitersLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  const std::string path_;         // empty for memory logs
-  LogCommitter* const committer_;  // null for memory and finished logs
-  const UniqueFd fd_;              // append fd of a file log
-
-  mutable absl::Mutex mu_;
-  std::string memory_ ABSL_GUARDED_BY(mu_);  // memory logs: the bytes
-  std::string pending_ ABSL_GUARDED_BY(mu_);
-  bool queued_ ABSL_GUARDED_BY(mu_) = false;  // with the committer
-  uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t committed_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t committed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<absl::Status> end_ ABSL_GUARDED_BY(mu_);
-  bool scanned_ ABSL_GUARDED_BY(mu_) = true;
-  absl::Status commit_error_ ABSL_GUARDED_BY(mu_);
-  std::function<void(absl::Status)> on_commit_error_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
 };
 
-// The thread that commits file logs: a round takes every log with pending
-// events, writes each and fdatasyncs each, then tells their readers.
-class LogCommitter {
+// What a log knows of its commits, and who waits for the next one: the
+// bookkeeping every implementation shares. Its owner guards it with the
+// owner's mutex and runs the callbacks it returns once that is released.
+class LogProgress {
  public:
-  // At most one round per `min_round_interval`: a busy server then fsyncs a
-  // few hundred times a second, each time for everything pending, instead of
-  // once per shard; an event waits at most that long to be committed.
-  static constexpr absl::Duration kDefaultMinRoundInterval =
-      absl::Milliseconds(5);
-  explicit LogCommitter(
-      absl::Duration min_round_interval = kDefaultMinRoundInterval);
-  // Commits what is pending, then stops.
-  ~LogCommitter();
+  using Callbacks = std::vector<std::function<void()>>;
 
-  // Rounds committed so far (for tests and the benchmark).
-  int64_t rounds() const;
+  // A log whose events up to `committed` are committed already.
+  explicit LogProgress(uint64_t committed = 0)
+      : appended_(committed), committed_(committed) {}
+
+  // The sequence of the next event appended.
+  uint64_t Append() { return ++appended_; }
+  // Events up to `sequence` are committed.
+  [[nodiscard]] Callbacks Committed(uint64_t sequence) {
+    committed_ = sequence;
+    return std::exchange(waiters_, {});
+  }
+  // Committing failed: nothing more will be. The first error stays.
+  [[nodiscard]] Callbacks Failed(absl::Status error) {
+    if (commit_error_.ok()) commit_error_ = std::move(error);
+    return std::exchange(waiters_, {});
+  }
+  // Nothing more will be appended; the first end stays.
+  [[nodiscard]] Callbacks End(absl::Status status) {
+    if (end_.has_value()) return {};
+    end_ = std::move(status);
+    return all_committed() ? std::exchange(waiters_, {}) : Callbacks{};
+  }
+  // NotifyAfter's promise: false if an event after `sequence` is committed
+  // or the log has ended for its readers.
+  bool Notify(uint64_t sequence, std::function<void()> callback) {
+    if (committed_ > sequence || ended()) return false;
+    waiters_.push_back(std::move(callback));
+    return true;
+  }
+  // Reader::End for a reader that read up to `last_read`.
+  std::optional<absl::Status> EndFor(uint64_t last_read) const {
+    if (last_read < committed_) return std::nullopt;
+    if (!commit_error_.ok()) return commit_error_;
+    if (end_.has_value() && all_committed()) return *end_;
+    return std::nullopt;
+  }
+
+  uint64_t appended() const { return appended_; }
+  uint64_t committed() const { return committed_; }
+  bool all_committed() const { return committed_ == appended_; }
+  const absl::Status& commit_error() const { return commit_error_; }
 
  private:
-  friend class EventLog;
-  void Enqueue(std::shared_ptr<EventLog> log);
-  void Loop();
+  // Readers see no more events: committing failed, or the log ended and
+  // all it holds is committed.
+  bool ended() const {
+    return !commit_error_.ok() || (end_.has_value() && all_committed());
+  }
 
-  const absl::Duration min_round_interval_;
-  mutable absl::Mutex mu_;
-  std::vector<std::shared_ptr<EventLog>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;
+  uint64_t appended_;
+  uint64_t committed_;
+  std::optional<absl::Status> end_;
+  absl::Status commit_error_;
+  Callbacks waiters_;
 };
 
 }  // namespace sdg

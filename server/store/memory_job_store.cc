@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
+#include "server/store/memory_event_log.h"
 
 namespace sdg {
 
@@ -163,7 +164,7 @@ absl::StatusOr<std::shared_ptr<EventLog>> MemoryJobStore::OpenJobLog(
     const std::string& job_id, absl::FunctionRef<void(const v1::JobEvent&)>) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<EventLog>& log = logs_[job_id];
-  if (log == nullptr) log = EventLog::InMemory();
+  if (log == nullptr) log = MemoryEventLog::Create();
   return log;
 }
 
@@ -171,7 +172,7 @@ std::shared_ptr<EventLog> MemoryJobStore::OpenFinishedJobLog(
     const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<EventLog>& log = logs_[job_id];
-  if (log == nullptr) log = EventLog::InMemory();
+  if (log == nullptr) log = MemoryEventLog::Create();
   return log;
 }
 

@@ -452,7 +452,7 @@ absl::StatusOr<std::shared_ptr<EventLog>> SqliteJobStore::OpenJobLog(
   const std::string dir = JobDir(job_id);
   if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<EventLog>> log =
-      EventLog::OpenFile(dir + "/events.log", *committer_, replay);
+      FileEventLog::Open(dir + "/events.log", *committer_, replay);
   if (log.ok()) {
     if (absl::Status s = SyncDirectory(dir); !s.ok()) return s;
   }
@@ -461,7 +461,7 @@ absl::StatusOr<std::shared_ptr<EventLog>> SqliteJobStore::OpenJobLog(
 
 std::shared_ptr<EventLog> SqliteJobStore::OpenFinishedJobLog(
     const std::string& job_id) {
-  return EventLog::OpenFinished(JobDir(job_id) + "/events.log");
+  return FileEventLog::OpenFinished(JobDir(job_id) + "/events.log");
 }
 
 absl::StatusOr<std::vector<std::string>> SqliteJobStore::IdsOfTenant(

@@ -1,7 +1,7 @@
 // The embedded default store, under --state_dir:
 //   sdgd.db                    SQLite (WAL, synchronous=FULL): jobs, uploads
 //   jobs/ID/rows.{bin,idx}     the job's dataset (see dataset.h)
-//   jobs/ID/events.log         the job's events (see event_log.h)
+//   jobs/ID/events.log         the job's events (see file_event_log.h)
 //   uploads/ID/rows.{bin,idx}  uploaded datasets
 //   LOCK                       held (flock) by the one sdgd using the dir
 // A job's shard commits are its events.log records: a shard is committed
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "server/store/file_event_log.h"
 #include "server/store/file_util.h"
 #include "server/store/job_store.h"
 

@@ -1,32 +1,41 @@
-// The durable store's record reader: a job's event log file with any
-// contents is opened as on a restart (whole records replayed, a torn tail
-// cut off), then read back as a watcher reads it.
-#include <unistd.h>
-
+// The event log's record format (log_format.h), on any bytes: the scan a
+// restart runs (whole groups replayed, where the torn tail starts), then
+// the records read back one by one as a watcher reads them. What the scan
+// calls whole must read back whole, in sequence.
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
-#include <string>
+#include <cstdlib>
+#include <cstring>
 
-#include "server/store/event_log.h"
+#include "server/store/log_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static sdg::LogCommitter* committer = new sdg::LogCommitter();
-  static const std::string path =
-      "/tmp/sdg-event-log-fuzz-" + std::to_string(::getpid()) + ".log";
-  std::ofstream(path, std::ios::trunc | std::ios::binary)
-      .write(reinterpret_cast<const char*>(data),
-             static_cast<std::streamsize>(size));
-  int replayed = 0;
-  absl::StatusOr<std::shared_ptr<sdg::EventLog>> log = sdg::EventLog::OpenFile(
-      path, *committer, [&replayed](const sdg::v1::JobEvent&) { ++replayed; });
-  if (!log.ok()) return 0;
-  absl::StatusOr<std::unique_ptr<sdg::EventLog::Reader>> reader =
-      (*log)->Read(0);
-  if (!reader.ok()) return 0;
-  for (int read = 0; read <= replayed; ++read) {
-    auto next = (*reader)->Next();
-    if (!next.ok() || !next->has_value()) break;
+  namespace log_format = sdg::log_format;
+  const int64_t length = static_cast<int64_t>(size);
+  auto read = [&](int64_t offset, size_t n,
+                  char* out) -> absl::StatusOr<size_t> {
+    if (offset >= length) return 0;
+    const size_t got = std::min(n, static_cast<size_t>(length - offset));
+    std::memcpy(out, data + offset, got);
+    return got;
+  };
+  if (size < log_format::kMagic.size()) return 0;
+  uint64_t replayed = 0;
+  absl::StatusOr<log_format::WholeRecords> whole = log_format::ScanWholeRecords(
+      length, read, [&replayed](const sdg::v1::JobEvent&) { ++replayed; });
+  if (!whole.ok() || whole->end > length || whole->last_sequence != replayed) {
+    std::abort();
   }
+  int64_t position = static_cast<int64_t>(log_format::kMagic.size());
+  for (uint64_t sequence = 1; position < whole->end; ++sequence) {
+    auto record = log_format::ReadRecord(position, whole->end, read);
+    if (!record.ok() || !record->has_value() ||
+        (*record)->sequence != sequence) {
+      std::abort();  // the scan called it whole
+    }
+    (void)log_format::EventCaseOf((*record)->payload);
+    position = (*record)->end;
+  }
+  if (position != whole->end) std::abort();
   return 0;
 }

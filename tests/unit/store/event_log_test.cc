@@ -1,8 +1,6 @@
 // The event log on its own: what a reader sees is what was committed, in
 // order; a reopened file gives back every whole record and cuts a torn tail;
 // a file that cannot be written says so and names it.
-#include "server/store/event_log.h"
-
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +13,8 @@
 #include <fstream>
 
 #include "absl/synchronization/notification.h"
+#include "server/store/file_event_log.h"
+#include "server/store/memory_event_log.h"
 #include "tests/testing/store_test_data.h"
 #include "tests/testing/subprocess.h"
 
@@ -43,7 +43,7 @@ std::vector<int64_t> ReplayShards(const std::string& path,
                                   LogCommitter& committer,
                                   std::shared_ptr<EventLog>* out = nullptr) {
   std::vector<int64_t> shards;
-  auto log = EventLog::OpenFile(path, committer, [&](const v1::JobEvent& e) {
+  auto log = FileEventLog::Open(path, committer, [&](const v1::JobEvent& e) {
     shards.push_back(e.shard_result().shard_index());
   });
   EXPECT_TRUE(log.ok()) << log.status();
@@ -72,7 +72,7 @@ class EventLogTest : public ::testing::Test {
 };
 
 TEST_F(EventLogTest, MemoryLogNumbersEventsAndReadsThemInOrder) {
-  auto log = EventLog::InMemory();
+  auto log = MemoryEventLog::Create();
   for (int i = 0; i < 3; ++i) {
     v1::JobEvent event = ResultOfShard(i);
     EXPECT_EQ(log->Append(event), static_cast<uint64_t>(i + 1));
@@ -84,7 +84,7 @@ TEST_F(EventLogTest, MemoryLogNumbersEventsAndReadsThemInOrder) {
 }
 
 TEST_F(EventLogTest, ReaderEndsOnlyOnceTheEndIsCommittedAndRead) {
-  auto log = EventLog::InMemory();
+  auto log = MemoryEventLog::Create();
   v1::JobEvent event = ResultOfShard(0);
   log->Append(event);
   auto reader = *log->Read(0);
@@ -96,7 +96,7 @@ TEST_F(EventLogTest, ReaderEndsOnlyOnceTheEndIsCommittedAndRead) {
 }
 
 TEST_F(EventLogTest, NotifyAfterRunsOnTheNextCommitNotBefore) {
-  auto log = EventLog::InMemory();
+  auto log = MemoryEventLog::Create();
   int calls = 0;
   EXPECT_TRUE(log->NotifyAfter(0, [&] { ++calls; }));
   EXPECT_EQ(calls, 0);
@@ -192,7 +192,7 @@ TEST_F(EventLogTest, FlippedByteEndsTheLogThere) {
 TEST_F(EventLogTest, FinishedLogIsReadToItsEnd) {
   LogCommitter committer;
   WriteShards(committer, 4, /*end=*/true);
-  auto finished = EventLog::OpenFinished(path_);
+  auto finished = FileEventLog::OpenFinished(path_);
   auto reader = *finished->Read(1);
   int read = 0;
   while ((*reader->Next()).has_value()) ++read;
@@ -246,7 +246,7 @@ TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
 }
 
 TEST_F(EventLogTest, AReaderGetsEachEventAsAppendedWithItsCase) {
-  auto log = EventLog::InMemory();
+  auto log = MemoryEventLog::Create();
   v1::JobEvent result = ResultOfShard(7);
   log->Append(result);
   v1::JobEvent stage_rows;
@@ -315,7 +315,7 @@ TEST_F(EventLogTest, UnwritableFileIsResourceExhaustedNamingIt) {
   // /dev/full takes the open and refuses every write: a full disk.
   LogCommitter committer;
   auto log =
-      EventLog::OpenFile("/dev/full", committer, [](const v1::JobEvent&) {});
+      FileEventLog::Open("/dev/full", committer, [](const v1::JobEvent&) {});
   ASSERT_FALSE(log.ok());
   EXPECT_EQ(log.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(log.status().message(), HasSubstr("/dev/full"));
