@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "absl/random/random.h"
@@ -208,16 +209,23 @@ class ResultFiles {
     if (pipelined_ != nullptr) pipelined_->AddError(error);
   }
 
-  // Writes every row that never came back to the errors file with `reason`
-  // (a pipeline's output is written whole, in order, now) and closes both
-  // files.
-  absl::Status Close(const std::string& reason, GenerateSummary& summary) {
+  // Writes what came back (a pipeline's output whole, in order, now) and
+  // closes both files. If the job ended, every row that never came back
+  // goes to the errors file with `missing_reason`; if following ended
+  // first, those rows are in neither file (summary.rows_pending counts
+  // them).
+  absl::Status Close(const std::optional<std::string>& missing_reason,
+                     GenerateSummary& summary) {
     if (pipelined_ != nullptr) {
       pipelined_->Finish();
       summary.lines_written = pipelined_->lines_written();
       summary.rows_failed = pipelined_->rows_failed();
     } else {
-      ordered_->FinishMissing(reason);
+      if (missing_reason.has_value()) {
+        ordered_->FinishMissing(*missing_reason);
+      } else {
+        summary.rows_pending = ordered_->FinishPartial();
+      }
       summary.lines_written = ordered_->lines_written();
       summary.rows_failed = ordered_->rows_failed();
     }
@@ -293,16 +301,15 @@ absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
   return absl::OkStatus();
 }
 
-// Why the rows that never came back are missing.
-std::string MissingRowsReason(const GenerateSummary& summary) {
-  if (summary.finished.state() != v1::JOB_STATE_UNSPECIFIED) {
-    return absl::StrCat("not generated: job ended ",
-                        v1::JobState_Name(summary.finished.state()),
-                        summary.finished.reason().empty() ? "" : ": ",
-                        summary.finished.reason());
+// Why the rows that never came back are missing, if the job ended; nullopt
+// if following ended before the job did (those rows have not failed).
+std::optional<std::string> MissingRowsReason(const GenerateSummary& summary) {
+  if (summary.finished.state() == v1::JOB_STATE_UNSPECIFIED) {
+    return std::nullopt;
   }
-  return absl::StrCat("not generated: following the job ended with ",
-                      summary.call_status.error_message());
+  return absl::StrCat(
+      "not generated: job ended ", v1::JobState_Name(summary.finished.state()),
+      summary.finished.reason().empty() ? "" : ": ", summary.finished.reason());
 }
 
 }  // namespace
@@ -390,10 +397,12 @@ absl::StatusOr<FollowResult> WatchWithProgress(grpc::Channel& channel,
 
 std::string FormatSummary(const GenerateSummary& summary,
                           const std::string& output_path) {
+  const bool ended = summary.finished.state() != v1::JOB_STATE_UNSPECIFIED;
   std::string state =
-      summary.finished.state() != v1::JOB_STATE_UNSPECIFIED
-          ? v1::JobState_Name(summary.finished.state())
-          : absl::StrCat("call ended: ", summary.call_status.error_message());
+      ended ? v1::JobState_Name(summary.finished.state())
+            : absl::StrCat("call ended: ", summary.call_status.error_message());
+  const int64_t generated =
+      summary.total_rows - summary.rows_failed - summary.rows_pending;
   std::string text =
       summary.pipeline
           ? absl::StrFormat(
@@ -402,18 +411,28 @@ std::string FormatSummary(const GenerateSummary& summary,
                 summary.lines_written, summary.rows_failed)
           : absl::StrFormat(
                 "job %s %s: %d/%d rows generated -> %s (%d lines), %d failed",
-                summary.job_id, state, summary.total_rows - summary.rows_failed,
-                summary.total_rows, output_path, summary.lines_written,
-                summary.rows_failed);
+                summary.job_id, state, generated, summary.total_rows,
+                output_path, summary.lines_written, summary.rows_failed);
   if (summary.rows_failed > 0) {
     absl::StrAppend(&text, " -> ", summary.errors_path);
   }
   absl::StrAppendFormat(&text, ", %.2f s",
-                        summary.finished.state() != v1::JOB_STATE_UNSPECIFIED
-                            ? summary.finished.elapsed_seconds()
-                            : summary.client_elapsed_seconds);
+                        ended ? summary.finished.elapsed_seconds()
+                              : summary.client_elapsed_seconds);
   if (!summary.finished.reason().empty()) {
     absl::StrAppend(&text, " (", summary.finished.reason(), ")");
+  }
+  if (!ended) {
+    // The job is stored on sdgd: it runs on, or resumes when sdgd is back.
+    absl::StrAppend(
+        &text,
+        summary.pipeline ? "; the job has not ended"
+                         : absl::StrFormat("; %d rows not yet generated",
+                                           summary.rows_pending),
+        " (they have not failed): the job runs on, or resumes when sdgd "
+        "starts again; follow it with sdgctl watch ",
+        summary.job_id, " and fetch every row with sdgctl output ",
+        summary.job_id, " -o FILE");
   }
   return text;
 }

@@ -49,6 +49,10 @@ struct GenerateSummary {
   bool pipeline = false;  // lines_written then counts the pipeline's rows
   int64_t lines_written = 0;
   int64_t rows_failed = 0;  // rows written to the errors file
+  // Rows not yet generated when following ended before the job did: in
+  // neither file, since they have not failed (the job runs on, or resumes
+  // when sdgd is back).
+  int64_t rows_pending = 0;
   std::string errors_path;
   // From submitting to the end of following: what the summary shows when
   // the job's own `finished` never came.

@@ -189,19 +189,20 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
       },
       log);
   if (!followed.ok()) return followed.status();
-  std::string reason =
-      followed->finished.has_value()
-          ? absl::StrCat("not generated: job ended ",
-                         StateName(followed->finished->state()))
-          : absl::StrCat("not generated: ", followed->status.error_message());
   int64_t lines_written = 0;
   int64_t rows_failed = 0;
+  int64_t rows_pending = 0;  // not yet generated: in neither file
   if (pipeline) {
     pipelined.Finish();
     lines_written = pipelined.lines_written();
     rows_failed = pipelined.rows_failed();
   } else {
-    ordered.FinishMissing(reason);
+    if (followed->finished.has_value()) {
+      ordered.FinishMissing(absl::StrCat(
+          "not generated: job ended ", StateName(followed->finished->state())));
+    } else {
+      rows_pending = ordered.FinishPartial();
+    }
     lines_written = ordered.lines_written();
     rows_failed = ordered.rows_failed();
   }
@@ -216,7 +217,14 @@ absl::Status OutputCommand(grpc::Channel& channel, const std::string& job_id,
       followed->finished.has_value() ? StateName(followed->finished->state())
                                      : "(unfinished)",
       lines_written, output_path, rows_failed, errors_path);
-  if (!followed->finished.has_value()) return FromGrpcStatus(followed->status);
+  if (!followed->finished.has_value()) {
+    log << absl::StrFormat(
+        "sdgctl: %d rows not yet generated (they have not failed): the job "
+        "runs on, or resumes when sdgd starts again; run sdgctl output %s "
+        "again once it has ended\n",
+        rows_pending, job_id);
+    return FromGrpcStatus(followed->status);
+  }
   if (rows_failed > 0) {
     return absl::AbortedError(absl::StrCat(
         rows_failed, " rows were not generated; see ", errors_path));

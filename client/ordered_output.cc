@@ -69,24 +69,27 @@ void OrderedOutput::AddError(const v1::ShardError& error) {
 }
 
 void OrderedOutput::Flush() {
-  while (next_row_ < total_rows_) {
-    if (auto done = done_.find(next_row_);
-        done != done_.end() &&
-        static_cast<int>(done->second.size()) >= samples_per_row_) {
-      for (const JsonRow& line : done->second) {
-        output_ << line.dump(-1, ' ', false, JsonRow::error_handler_t::replace)
-                << '\n';
-        ++lines_written_;
-      }
-      done_.erase(done);
-    } else if (auto failed = failed_.find(next_row_); failed != failed_.end()) {
-      WriteError(next_row_, failed->second.code, failed->second.message);
-      failed_.erase(failed);
-    } else {
-      return;
+  while (next_row_ < total_rows_ && WriteRow(next_row_)) ++next_row_;
+}
+
+bool OrderedOutput::WriteRow(int64_t row_index) {
+  if (auto done = done_.find(row_index);
+      done != done_.end() &&
+      static_cast<int>(done->second.size()) >= samples_per_row_) {
+    for (const JsonRow& line : done->second) {
+      output_ << line.dump(-1, ' ', false, JsonRow::error_handler_t::replace)
+              << '\n';
+      ++lines_written_;
     }
-    ++next_row_;
+    done_.erase(done);
+    return true;
   }
+  if (auto failed = failed_.find(row_index); failed != failed_.end()) {
+    WriteError(row_index, failed->second.code, failed->second.message);
+    failed_.erase(failed);
+    return true;
+  }
+  return false;
 }
 
 void OrderedOutput::WriteError(int64_t row_index, int32_t code,
@@ -116,6 +119,17 @@ void OrderedOutput::FinishMissing(const std::string& reason) {
     ++next_row_;
     Flush();
   }
+}
+
+int64_t OrderedOutput::FinishPartial() {
+  Flush();
+  int64_t left_out = 0;
+  for (; next_row_ < total_rows_; ++next_row_) {
+    // A row with some samples but not all is not generated yet either.
+    if (!WriteRow(next_row_)) ++left_out;
+  }
+  done_.clear();
+  return left_out;
 }
 
 }  // namespace sdg

@@ -29,9 +29,14 @@ class OrderedOutput {
 
   void AddResult(const v1::ShardResult& result);
   void AddError(const v1::ShardError& error);
-  // Rows with no result and no error (a cancelled job) go to the errors file
-  // with `reason`. Call once, at the end.
+  // The job ended: rows with no result and no error (a cancelled job) go to
+  // the errors file with `reason`. Call once, at the end.
   void FinishMissing(const std::string& reason);
+  // The job has not ended (sdgctl stopped following it): every row that
+  // came back, result or error, is written in input order and the rows not
+  // yet generated are left out of both files: they have not failed. Call
+  // once, at the end. Returns how many rows were left out.
+  int64_t FinishPartial();
 
   int64_t lines_written() const { return lines_written_; }
   int64_t rows_failed() const { return rows_failed_; }
@@ -42,6 +47,9 @@ class OrderedOutput {
     std::string message;
   };
   void Flush();
+  // Writes row `row_index` to its file if it is done or failed; false if
+  // it is neither (not yet generated).
+  bool WriteRow(int64_t row_index);
   void WriteError(int64_t row_index, int32_t code, const std::string& message);
 
   const std::vector<JsonRow>* const inputs_;  // null: not known

@@ -139,5 +139,34 @@ TEST_F(ShutdownTest, DrainingRefusesNewJobsUntilASecondSignal) {
   EXPECT_EQ(stack_->sdgd().Wait(), 0);
 }
 
+// sdgd gone for longer than sdgctl waits: the job is stored and resumes
+// when sdgd starts again, so its rows have not failed. sdgctl says so and
+// writes none of them into the errors file (it once wrote every row not
+// yet generated there, as "not generated: following the job ended...").
+TEST_F(ShutdownTest, RowsNotYetGeneratedWhenSdgdIsGoneAreNotCalledFailed) {
+  Start({"--latency_ms=600000"}, {});
+  auto client = stack_->StartSdgctl(
+      {"generate", "--input=" + Input(),
+       "--output=" + stack_->dir() + "/gone.jsonl", "--model=m",
+       "--template={{q}}", "--batch_size=1", "--reconnect_for=1s"},
+      stack_->dir() + "/gone.stderr");
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(Eventually([&] {
+    return json::parse(stack_->LlmsimStats())["in_flight"].get<int>() >= 1;
+  }));
+  stack_->sdgd().Signal(SIGKILL);
+  stack_->sdgd().Wait();
+
+  EXPECT_EQ((*client)->Wait(), 1);
+  EXPECT_EQ(ReadFile(stack_->dir() + "/gone.jsonl.errors.jsonl"), "");
+  EXPECT_EQ(ReadFile(stack_->dir() + "/gone.jsonl"), "");
+  const std::string said = Stderr("gone");
+  EXPECT_THAT(said, HasSubstr("0/4 rows generated"));
+  EXPECT_THAT(said, HasSubstr("4 rows not yet generated (they have not "
+                              "failed)"));
+  EXPECT_THAT(said, HasSubstr("sdgctl watch "));
+  EXPECT_THAT(said, ::testing::Not(HasSubstr("not generated:")));
+}
+
 }  // namespace
 }  // namespace sdg::testing

@@ -99,5 +99,31 @@ TEST(OrderedOutputTest, MissingRowsAreReportedAtTheEnd) {
   EXPECT_NE(failed[1].find("JOB_STATE_CANCELLED"), std::string::npos);
 }
 
+TEST(OrderedOutputTest, APartialFinishWritesWhatCameInOrderAndNoMissingRow) {
+  std::vector<JsonRow> inputs = Inputs(5);
+  std::ostringstream out, errors;
+  OrderedOutput output(inputs, "out", 2, out, errors);
+  output.AddResult(Result(1, 1, 2));  // row 1, both samples
+  output.AddResult(Result(4, 1, 1));  // row 4, one sample of two
+  v1::ShardError error;
+  error.set_first_row(3);
+  error.set_row_count(1);
+  error.set_code(14);
+  error.set_message("backend down");
+  output.AddError(error);
+  EXPECT_EQ(out.str(), "");  // row 0 holds the rest back
+  // Following ended with rows 0, 2 and 4 not yet generated.
+  EXPECT_EQ(output.FinishPartial(), 3);
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("r1s0"), std::string::npos);
+  EXPECT_NE(lines[1].find("r1s1"), std::string::npos);
+  std::vector<std::string> failed = Lines(errors.str());
+  ASSERT_EQ(failed.size(), 1u);  // the row that failed, and no other
+  EXPECT_NE(failed[0].find(R"("row_index":3)"), std::string::npos);
+  EXPECT_EQ(output.rows_failed(), 1);
+  EXPECT_EQ(output.lines_written(), 2);
+}
+
 }  // namespace
 }  // namespace sdg
