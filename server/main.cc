@@ -1,6 +1,7 @@
 // sdgd: parses flags, wires the server, turns signals into shutdown.
 #include <curl/curl.h>
 
+#include <csignal>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -47,6 +48,11 @@ ABSL_FLAG(absl::Duration, job_retention, absl::Hours(24 * 7),
           "how long finished jobs (and their results) are kept");
 ABSL_FLAG(std::string, state_dir, "sdgd-data",
           "the job store: SQLite and files; jobs resume from it on start");
+ABSL_FLAG(absl::Duration, store_outage_limit, absl::Minutes(5),
+          "how long jobs pause while their results cannot be committed to "
+          "--state_dir (disk full, unwritable) before they are suspended; "
+          "commits are retried meanwhile, and jobs go on by themselves once "
+          "they succeed; 0 suspends at the first failure");
 ABSL_FLAG(bool, ephemeral, false,
           "keep jobs in memory only: nothing survives a restart");
 ABSL_FLAG(std::string, data_root, "",
@@ -158,6 +164,8 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.ephemeral = absl::GetFlag(FLAGS_ephemeral);
+  options.store_outage_limit =
+      std::max(absl::ZeroDuration(), absl::GetFlag(FLAGS_store_outage_limit));
   const std::string on_shutdown = absl::GetFlag(FLAGS_on_shutdown);
   if (on_shutdown == "suspend") {
     options.on_shutdown = sdg::ServerOptions::OnShutdown::kSuspend;
@@ -187,6 +195,10 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
 
 int main(int argc, char** argv) {
   sdg::ReturnLargeAllocationsToTheSystem();
+  // A write past the file-size limit (ulimit -f) fails with EFBIG, which the
+  // store reports and retries as it does a full disk, instead of ending
+  // the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args(argv, argv + argc);
   sdg::BackendFlags backend_flags;

@@ -105,8 +105,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   } else if (opts.ephemeral) {
     server->store_ = std::make_unique<MemoryJobStore>();
   } else {
+    LogCommitter::Options committer;
+    committer.max_outage = opts.store_outage_limit;
+    committer.on_health = [&metrics = server->metrics_,
+                           &ready = *server->metrics_server_](
+                              bool up, const absl::Status&) {
+      metrics.StoreUp(up);
+      ready.SetStoreUp(up);
+    };
     absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-        SqliteJobStore::Open(opts.state_dir);
+        SqliteJobStore::Open(opts.state_dir, std::move(committer));
     if (!store.ok()) return store.status();
     server->store_ = *std::move(store);
   }

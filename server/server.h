@@ -55,6 +55,9 @@ struct ServerOptions {
   // outlives the process when ephemeral.
   std::string state_dir = "sdgd-data";
   bool ephemeral = false;
+  // How long the state_dir's event logs retry failing commits (jobs paused
+  // meanwhile) before their jobs are suspended.
+  absl::Duration store_outage_limit = absl::Minutes(5);
   // A store made by the caller (tests, embedders) instead of the one
   // state_dir or ephemeral names.
   std::shared_ptr<JobStore> store;

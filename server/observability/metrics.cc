@@ -127,6 +127,13 @@ Metrics::Metrics()
               .Help("Rows into, out of and failed at pipeline steps, by the "
                     "step's position in its pipeline (0 is the first).")
               .Register(*registry_)),
+      store_up_(BuildGauge()
+                    .Name("sdg_store_up")
+                    .Help("1 while the job store commits events; 0 while "
+                          "its commits fail and are retried, jobs paused "
+                          "(--store_outage_limit).")
+                    .Register(*registry_)
+                    .Add({})),
       auth_failures_total_(
           BuildCounter()
               .Name("sdg_auth_failures_total")
@@ -156,6 +163,7 @@ Metrics::Metrics()
   for (const char* outcome : {"ok", "error"}) {
     tokens_file_reloads_total_.Add({{"outcome", outcome}});
   }
+  store_up_.Set(1);
 }
 
 std::string Metrics::Serialize() const {
@@ -175,6 +183,8 @@ void Metrics::JobFinished(const std::string& tenant, absl::string_view state,
         .Increment();
   }
 }
+
+void Metrics::StoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
 
 void Metrics::AuthFailed(absl::string_view reason) {
   auth_failures_total_.Add({{"reason", std::string(reason)}}).Increment();

@@ -51,6 +51,10 @@ class Metrics {
   // label's values stay few.
   void StepRows(int step, int64_t in, int64_t out, int64_t failed);
 
+  // 0 while the job store cannot commit events (jobs paused, commits
+  // retried), else 1.
+  void StoreUp(bool up);
+
   // Authentication: a call refused (missing, malformed, unknown_token), and
   // the tokens file re-read after a change.
   void AuthFailed(absl::string_view reason);
@@ -111,6 +115,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;
   prometheus::Family<prometheus::Counter>& step_rows_total_;
+  prometheus::Gauge& store_up_;
   prometheus::Family<prometheus::Counter>& auth_failures_total_;
   prometheus::Family<prometheus::Counter>& tokens_file_reloads_total_;
 };

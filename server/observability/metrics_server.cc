@@ -129,8 +129,11 @@ void MetricsServer::OnRequest(evhttp_request* request, void* arg) {
     body = "ok\n";
   } else if (std::strcmp(path, "/readyz") == 0) {
     const bool ready = self->ready_.load();
-    code = ready ? 200 : 503;
-    body = ready ? "ready\n" : "shutting down\n";
+    const bool store_up = self->store_up_.load();
+    code = ready && store_up ? 200 : 503;
+    body = !ready     ? "shutting down\n"
+           : store_up ? "ready\n"
+                      : "the job store cannot commit (see the log)\n";
   } else {
     evhttp_send_error(request, 404, "try /metrics, /healthz or /readyz");
     return;

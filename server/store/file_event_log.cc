@@ -217,6 +217,13 @@ void FileEventLog::Committed(const Pending& pending,
   if (on_error) on_error(status);
 }
 
+bool FileEventLog::Retry(const Pending& pending) {
+  absl::MutexLock lock(&mu_);
+  pending_.insert(0, pending.bytes);
+  // An append since TakePending may have queued it again already.
+  return !std::exchange(queued_, true);
+}
+
 bool FileEventLog::NotifyAfter(uint64_t sequence,
                                std::function<void()> callback) {
   absl::MutexLock lock(&mu_);
@@ -301,8 +308,10 @@ FileEventLog::FileReader::Next() {
   return std::nullopt;
 }
 
-LogCommitter::LogCommitter(absl::Duration min_round_interval)
-    : min_round_interval_(min_round_interval), thread_([this] { Loop(); }) {}
+LogCommitter::LogCommitter(Options options)
+    : options_(std::move(options)),
+      backoff_(options_.retry_backoff),
+      thread_([this] { Loop(); }) {}
 
 LogCommitter::~LogCommitter() {
   {
@@ -317,6 +326,11 @@ int64_t LogCommitter::rounds() const {
   return rounds_;
 }
 
+bool LogCommitter::up() const {
+  absl::MutexLock lock(&mu_);
+  return failing_since_ == absl::InfinitePast();
+}
+
 void LogCommitter::Enqueue(std::shared_ptr<FileEventLog> log) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(log));
@@ -326,6 +340,7 @@ void LogCommitter::Loop() {
   absl::Time next_round = absl::InfinitePast();
   while (true) {
     std::vector<std::shared_ptr<FileEventLog>> logs;
+    bool last_try = false;
     {
       absl::MutexLock lock(&mu_);
       // Appends gather meanwhile; stopping commits at once.
@@ -334,17 +349,62 @@ void LogCommitter::Loop() {
         return !queue_.empty() || stopping_;
       };
       mu_.Await(absl::Condition(&ready));
-      next_round = absl::Now() + min_round_interval_;
       if (queue_.empty()) return;  // stopping, and everything is committed
       logs.swap(queue_);
       ++rounds_;
+      last_try =
+          stopping_ || (failing_since_ != absl::InfinitePast() &&
+                        absl::Now() - failing_since_ >= options_.max_outage);
     }
-    CommitRound(logs);
+    absl::Status error;
+    std::vector<std::shared_ptr<FileEventLog>> retry =
+        CommitRound(logs, last_try, error);
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& log : retry) queue_.push_back(std::move(log));
+    }
+    next_round = AfterRound(!error.ok(), error);
   }
 }
 
-void LogCommitter::CommitRound(
-    const std::vector<std::shared_ptr<FileEventLog>>& logs) {
+absl::Time LogCommitter::AfterRound(bool failed, const absl::Status& error) {
+  const absl::Time now = absl::Now();
+  bool went_down = false;
+  bool came_back = false;
+  absl::Duration outage;
+  absl::Time next_round;
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed) {
+      went_down = failing_since_ == absl::InfinitePast();
+      if (went_down) failing_since_ = now;
+      next_round = now + backoff_;
+      backoff_ = std::min(backoff_ * 2, options_.max_retry_backoff);
+    } else {
+      came_back = failing_since_ != absl::InfinitePast();
+      outage = now - failing_since_;
+      failing_since_ = absl::InfinitePast();
+      backoff_ = options_.retry_backoff;
+      next_round = now + options_.min_round_interval;
+    }
+  }
+  if (went_down) {
+    Log(LogLevel::kError, "event log: cannot commit; jobs pause and retry",
+        {{"error", std::string(error.message())},
+         {"max_outage_s", absl::ToDoubleSeconds(options_.max_outage)}});
+    if (options_.on_health) options_.on_health(false, error);
+  }
+  if (came_back) {
+    Log(LogLevel::kInfo, "event log: committing again",
+        {{"outage_s", absl::ToDoubleSeconds(outage)}});
+    if (options_.on_health) options_.on_health(true, absl::OkStatus());
+  }
+  return next_round;
+}
+
+std::vector<std::shared_ptr<FileEventLog>> LogCommitter::CommitRound(
+    const std::vector<std::shared_ptr<FileEventLog>>& logs, bool last_try,
+    absl::Status& error) {
   // Every write first, then every fdatasync: the disk sees the round's
   // writes together.
   std::vector<FileEventLog::Pending> pending;
@@ -356,25 +416,34 @@ void LogCommitter::CommitRound(
     results.push_back(
         WriteAll(log->fd_.get(), pending.back().bytes, log->path_));
   }
+  std::vector<std::shared_ptr<FileEventLog>> retry;
   for (size_t i = 0; i < logs.size(); ++i) {
     FileEventLog& log = *logs[i];
     if (results[i].ok() && ::fdatasync(log.fd_.get()) != 0) {
       results[i] = FileError("fsync", log.path_, errno);
     }
-    if (!results[i].ok()) {
-      // Cut what may have reached the file, so that it ends on a whole
-      // record; a crash before this leaves a torn tail, cut on open.
-      int64_t committed;
-      {
-        absl::MutexLock lock(&log.mu_);
-        committed = log.committed_bytes_;
-      }
-      (void)::ftruncate(log.fd_.get(), committed);
+    if (results[i].ok()) {
+      log.Committed(pending[i], results[i]);
+      continue;
+    }
+    // Cut what may have reached the file, so that it ends on a whole
+    // record; a crash before this leaves a torn tail, cut on open.
+    int64_t committed;
+    {
+      absl::MutexLock lock(&log.mu_);
+      committed = log.committed_bytes_;
+    }
+    (void)::ftruncate(log.fd_.get(), committed);
+    if (error.ok()) error = results[i];
+    if (last_try || options_.max_outage <= absl::ZeroDuration()) {
       Log(LogLevel::kError, "event log: commit failed",
           {{"path", log.path_}, {"error", std::string(results[i].message())}});
+      log.Committed(pending[i], results[i]);
+    } else {
+      if (log.Retry(pending[i])) retry.push_back(logs[i]);
     }
-    log.Committed(pending[i], results[i]);
   }
+  return retry;
 }
 
 }  // namespace sdg

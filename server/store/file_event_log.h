@@ -7,6 +7,7 @@
 #ifndef SDG_SERVER_STORE_FILE_EVENT_LOG_H_
 #define SDG_SERVER_STORE_FILE_EVENT_LOG_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -57,8 +58,13 @@ class FileEventLog final : public EventLog,
     uint64_t last_sequence = 0;
   };
   Pending TakePending();
-  // For the committer: `pending` is on disk, or failed to get there.
+  // For the committer: `pending` is on disk, or failed to get there for
+  // good.
   void Committed(const Pending& pending, const absl::Status& status);
+  // For the committer: `pending` failed to get there and is tried again
+  // with what was appended since. True if the committer is to queue the
+  // log again (false: an append queued it already).
+  bool Retry(const Pending& pending);
   absl::Status ScanFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
@@ -76,33 +82,60 @@ class FileEventLog final : public EventLog,
 
 // The thread that commits file logs: a round takes every log with pending
 // events, writes each and fdatasyncs each, then tells their readers.
+//
+// A round that cannot commit (disk full, state_dir unwritable) is cut back
+// to the last whole record and tried again with backoff, the events kept in
+// memory meanwhile (a job's workers wait once kMaxUncommittedBytes are
+// held), so that a full disk pauses jobs instead of ending them; past
+// `max_outage` the logs that still fail fail for good, and their jobs are
+// suspended. Stopping makes one last attempt.
 class LogCommitter {
  public:
-  // At most one round per `min_round_interval`: a busy server then fsyncs a
-  // few hundred times a second, each time for everything pending, instead of
-  // once per shard; an event waits at most that long to be committed.
-  static constexpr absl::Duration kDefaultMinRoundInterval =
-      absl::Milliseconds(5);
-  explicit LogCommitter(
-      absl::Duration min_round_interval = kDefaultMinRoundInterval);
-  // Commits what is pending, then stops.
+  struct Options {
+    // At most one round per `min_round_interval`: a busy server then fsyncs
+    // a few hundred times a second, each time for everything pending,
+    // instead of once per shard; an event waits at most that long.
+    absl::Duration min_round_interval = absl::Milliseconds(5);
+    // How long commits may keep failing before their logs fail (zero: at
+    // the first failure).
+    absl::Duration max_outage = absl::Minutes(5);
+    absl::Duration retry_backoff = absl::Milliseconds(100);
+    absl::Duration max_retry_backoff = absl::Seconds(5);
+    // Runs on the committer's thread when committing stops working (false,
+    // with the first error) and when it works again (true, OK).
+    std::function<void(bool up, const absl::Status& error)> on_health;
+  };
+  explicit LogCommitter(Options options);
+  LogCommitter() : LogCommitter(Options()) {}
+  // Commits what is pending (one last attempt), then stops.
   ~LogCommitter();
 
   // Rounds committed so far (for tests and the benchmark).
   int64_t rounds() const;
+  // False while commits are failing and being retried.
+  bool up() const;
 
  private:
   friend class FileEventLog;
   void Enqueue(std::shared_ptr<FileEventLog> log);
   void Loop();
   // Writes and syncs one round's logs, then tells each how it went.
-  void CommitRound(const std::vector<std::shared_ptr<FileEventLog>>& logs);
+  // Returns the logs to try again and the first error.
+  std::vector<std::shared_ptr<FileEventLog>> CommitRound(
+      const std::vector<std::shared_ptr<FileEventLog>>& logs, bool last_try,
+      absl::Status& error);
+  // After a round: notes an outage starting or ending; returns when the
+  // next round may start.
+  absl::Time AfterRound(bool failed, const absl::Status& error);
 
-  const absl::Duration min_round_interval_;
+  const Options options_;
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<FileEventLog>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  // Since when commits fail (InfinitePast: they work), and the next wait.
+  absl::Time failing_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

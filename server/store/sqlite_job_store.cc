@@ -144,7 +144,7 @@ void SqliteJobStore::FinalizeStatement::operator()(sqlite3_stmt* stmt) const {
 }
 
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
-    const std::string& state_dir) {
+    const std::string& state_dir, LogCommitter::Options committer) {
   for (const std::string& dir :
        {state_dir, state_dir + "/jobs", state_dir + "/uploads"}) {
     if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
@@ -175,8 +175,8 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
     return absl::FailedPreconditionError(
         absl::StrCat("open ", path, ": ", message));
   }
-  std::unique_ptr<SqliteJobStore> store(
-      new SqliteJobStore(state_dir, db, std::move(lock_fd)));
+  std::unique_ptr<SqliteJobStore> store(new SqliteJobStore(
+      state_dir, db, std::move(lock_fd), std::move(committer)));
   absl::MutexLock lock(&store->mu_);
   sqlite3_busy_timeout(db, 5000);
   // WAL: readers never block the writer; synchronous=FULL: a committed
@@ -211,11 +211,11 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(
 }
 
 SqliteJobStore::SqliteJobStore(std::string state_dir, sqlite3* db,
-                               UniqueFd lock)
+                               UniqueFd lock, LogCommitter::Options committer)
     : state_dir_(std::move(state_dir)),
       lock_(std::move(lock)),
       db_(db),
-      committer_(std::make_unique<LogCommitter>()) {}
+      committer_(std::make_unique<LogCommitter>(std::move(committer))) {}
 
 SqliteJobStore::~SqliteJobStore() {
   committer_.reset();

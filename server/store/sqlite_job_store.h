@@ -27,9 +27,10 @@ namespace sdg {
 class SqliteJobStore final : public JobStore {
  public:
   // Creates the directory and the database if missing. FAILED_PRECONDITION
-  // naming the path when it cannot be written.
+  // naming the path when it cannot be written. `committer`: how the event
+  // logs are committed (and retried when the disk fails).
   static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(
-      const std::string& state_dir);
+      const std::string& state_dir, LogCommitter::Options committer = {});
   ~SqliteJobStore() override;
 
   bool durable() const override { return true; }
@@ -84,7 +85,8 @@ class SqliteJobStore final : public JobStore {
   // when the use ends.
   class StatementUse;
 
-  SqliteJobStore(std::string state_dir, sqlite3* db, UniqueFd lock);
+  SqliteJobStore(std::string state_dir, sqlite3* db, UniqueFd lock,
+                 LogCommitter::Options committer);
   std::string JobDir(const std::string& job_id) const;
   std::string UploadDir(const std::string& dataset_id) const;
   // `sql`, prepared on its first use and kept until the store closes.

@@ -201,35 +201,66 @@ TEST_F(EventLogTest, FinishedLogIsReadToItsEnd) {
   EXPECT_EQ(finished->last_sequence(), 4u);
 }
 
+// A committer that fails a log at its first failed commit.
+LogCommitter::Options NoRetry() {
+  LogCommitter::Options options;
+  options.max_outage = absl::ZeroDuration();
+  return options;
+}
+
+// A shard result of about 1 kB.
+v1::JobEvent BigResult(int64_t shard) {
+  v1::JobEvent big = ResultOfShard(shard);
+  (*big.mutable_shard_result()
+        ->mutable_rows(0)
+        ->mutable_columns()
+        ->mutable_fields())["output"]
+      .set_string_value(std::string(1000, 'y'));
+  return big;
+}
+
+// While set, no file of this process may grow past `bytes` (a full disk,
+// as a commit sees it: EFBIG part way through a write).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(uintmax_t bytes) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &original_), 0);
+    rlimit small = original_;
+    small.rlim_cur = bytes;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  }
+  ~FileSizeLimit() { Lift(); }
+  void Lift() {
+    if (lifted_) return;
+    lifted_ = true;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &original_), 0);
+  }
+
+ private:
+  rlimit original_{};
+  bool lifted_ = false;
+};
+
 TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
-  LogCommitter committer;
+  LogCommitter committer(NoRetry());
   std::shared_ptr<EventLog> log = WriteShards(committer, 3);
   const auto committed_size = std::filesystem::file_size(path_);
 
-  // The file may not grow past 100 more bytes (this test's process only):
-  // the next commit fails part way, as on a full disk.
-  ::signal(SIGXFSZ, SIG_IGN);
-  rlimit original{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &original), 0);
-  rlimit small = original;
-  small.rlim_cur = committed_size + 100;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  // The file may not grow past 100 more bytes: the next commit fails part
+  // way, as on a full disk.
+  FileSizeLimit limit(committed_size + 100);
   absl::Notification failed;
   absl::Status error;
   log->SetOnCommitError([&](absl::Status status) {
     error = status;
     failed.Notify();
   });
-  v1::JobEvent big = ResultOfShard(3);
-  (*big.mutable_shard_result()
-        ->mutable_rows(0)
-        ->mutable_columns()
-        ->mutable_fields())["output"]
-      .set_string_value(std::string(1000, 'y'));
+  v1::JobEvent big = BigResult(3);
   log->Append(big);
   failed.WaitForNotification();
   log->AwaitCommitted();  // returns: committing has failed
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &original), 0);
+  limit.Lift();
 
   EXPECT_EQ(error.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(error.message(), HasSubstr(path_));
@@ -243,6 +274,70 @@ TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
   EXPECT_EQ(reader->End()->code(), absl::StatusCode::kResourceExhausted);
   log.reset();
   EXPECT_THAT(ReplayShards(path_, committer), ElementsAre(0, 1, 2));
+}
+
+TEST_F(EventLogTest, ACommitThatFailsIsRetriedUntilTheDiskHasRoomAgain) {
+  absl::Notification down, up;
+  absl::Status reported;
+  LogCommitter::Options options;
+  options.retry_backoff = absl::Milliseconds(1);
+  options.max_retry_backoff = absl::Milliseconds(20);
+  options.on_health = [&](bool is_up, const absl::Status& error) {
+    if (is_up) {
+      up.Notify();
+    } else {
+      reported = error;
+      down.Notify();
+    }
+  };
+  LogCommitter committer(options);
+  std::shared_ptr<EventLog> log = WriteShards(committer, 3);
+  const auto committed_size = std::filesystem::file_size(path_);
+  bool log_failed = false;
+  log->SetOnCommitError([&](absl::Status) { log_failed = true; });
+
+  FileSizeLimit limit(committed_size + 100);
+  v1::JobEvent big = BigResult(3);
+  log->Append(big);
+  down.WaitForNotification();
+  EXPECT_FALSE(committer.up());
+  EXPECT_EQ(reported.code(), absl::StatusCode::kResourceExhausted);
+  // Appended while the disk is full: kept, and committed after the first.
+  v1::JobEvent next = ResultOfShard(4);
+  log->Append(next);
+  // Nothing uncommitted is read, and the file holds only whole records.
+  EXPECT_EQ(log->last_sequence(), 3u);
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3));
+  EXPECT_EQ(std::filesystem::file_size(path_), committed_size);
+
+  limit.Lift();  // room again
+  up.WaitForNotification();
+  log->AwaitCommitted();
+  EXPECT_TRUE(committer.up());
+  EXPECT_TRUE(log->commit_error().ok()) << log->commit_error();
+  EXPECT_FALSE(log_failed);
+  EXPECT_EQ(log->last_sequence(), 5u);
+  EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4, 5));
+  log.reset();
+  EXPECT_THAT(ReplayShards(path_, committer), ElementsAre(0, 1, 2, 3, 4));
+}
+
+TEST_F(EventLogTest, CommitsFailingPastTheOutageLimitFailTheLog) {
+  LogCommitter::Options options;
+  options.retry_backoff = absl::Milliseconds(1);
+  options.max_retry_backoff = absl::Milliseconds(1);
+  options.max_outage = absl::Milliseconds(20);
+  LogCommitter committer(options);
+  std::shared_ptr<EventLog> log = WriteShards(committer, 1);
+  FileSizeLimit limit(std::filesystem::file_size(path_) + 100);
+  absl::Notification failed;
+  log->SetOnCommitError([&](absl::Status) { failed.Notify(); });
+  v1::JobEvent big = BigResult(1);
+  log->Append(big);
+  failed.WaitForNotification();  // retried until the limit, then failed
+  log->AwaitCommitted();
+  EXPECT_EQ(log->commit_error().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(log->last_sequence(), 1u);
 }
 
 TEST_F(EventLogTest, AReaderGetsEachEventAsAppendedWithItsCase) {

@@ -1,0 +1,95 @@
+// The disk under --state_dir fills mid-job, as an operator meets it: sdgd
+// is given a file-size limit (what a full disk looks like to a write: the
+// commit fails part way), then the limit is lifted. The job pauses instead
+// of being suspended, sdgd says so (/readyz 503, sdg_store_up 0, a log
+// line), and once there is room it goes on by itself: sdgctl, which kept
+// following, ends with every row once, in input order.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "tests/e2e/stack_test.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/http_get.h"
+
+namespace sdg::testing {
+namespace {
+
+using ::nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int kRows = 2000;
+
+// Sets the soft file-size limit of process `pid`.
+void SetFileSizeLimit(pid_t pid, rlim_t bytes) {
+  rlimit limit{};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_FSIZE, nullptr, &limit), 0);
+  limit.rlim_cur = bytes;
+  ASSERT_EQ(::prlimit(pid, RLIMIT_FSIZE, &limit, nullptr), 0);
+}
+
+class StoreOutageTest : public StackTest {
+ protected:
+  std::string Probe(const std::string& path) {
+    return absl::StrReplaceAll(stack_->metrics_url(), {{"/metrics", path}});
+  }
+  bool StoreUpIs(int value) {
+    absl::StatusOr<std::string> scrape = HttpGet(stack_->metrics_url());
+    return scrape.ok() && absl::StrContains(*scrape, "\nsdg_store_up " +
+                                                         std::to_string(value));
+  }
+};
+
+TEST_F(StoreOutageTest, AJobPausesWhileTheDiskIsFullAndGoesOnWhenThereIsRoom) {
+  StackOptions options;
+  options.llmsim_args = {"--latency_ms=1"};
+  Start(options);
+  std::string text;
+  for (int i = 0; i < kRows; ++i)
+    text +=
+        json{{"id", i}, {"q", "question " + std::to_string(i)}}.dump() + "\n";
+  WriteFile(stack_->dir() + "/in.jsonl", text);
+  // Room for the database and the job's copy of its dataset (about 60 kB),
+  // not for all of its results (about 3 kB a shard of 8 rows).
+  SetFileSizeLimit(stack_->sdgd().pid(), 256 << 10);
+
+  auto client = stack_->StartSdgctl(
+      {"generate", "--input=" + stack_->dir() + "/in.jsonl",
+       "--output=" + stack_->dir() + "/out.jsonl", "--model=m",
+       // A long prompt, so a long reply: the results outgrow the dataset.
+       "--template=Q: {{q}} " + std::string(400, 'x'), "--job_id=full"},
+      stack_->dir() + "/sdgctl.stderr");
+  ASSERT_TRUE(client.ok()) << client.status();
+
+  // The disk is full: the job pauses, and sdgd is not ready meanwhile.
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::string> ready = HttpGet(Probe("/readyz"));
+    return !ready.ok() &&
+           absl::StrContains(ready.status().message(), "HTTP 503");
+  }));
+  EXPECT_TRUE(StoreUpIs(0));
+  EXPECT_THAT(stack_->SdgdLog(), HasSubstr("event log: cannot commit"));
+  EXPECT_THAT(stack_->SdgdLog(), ::testing::Not(HasSubstr("job suspended")));
+
+  SetFileSizeLimit(stack_->sdgd().pid(), RLIM_INFINITY);  // room again
+  EXPECT_EQ((*client)->Wait(), 0) << ReadFile(stack_->dir() + "/sdgctl.stderr");
+  EXPECT_TRUE(Eventually([&] { return StoreUpIs(1); }));
+  EXPECT_EQ(HttpGet(Probe("/readyz")).value_or("error"), "ready\n");
+  EXPECT_THAT(stack_->SdgdLog(), HasSubstr("event log: committing again"));
+
+  std::istringstream output(ReadFile(stack_->dir() + "/out.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(output, line); ++lines) {
+    ASSERT_EQ(json::parse(line)["id"].get<int>(), lines) << line;
+  }
+  EXPECT_EQ(lines, kRows);
+  EXPECT_EQ(ReadFile(stack_->dir() + "/out.jsonl.errors.jsonl"), "");
+}
+
+}  // namespace
+}  // namespace sdg::testing
