@@ -103,6 +103,9 @@ class Job : public std::enable_shared_from_this<Job> {
   // The seed dataset's plan: a block's shards, a pipeline's first stage's.
   const ShardPlan& plan() const { return plan_; }
   bool is_pipeline() const { return spec_.pipeline.has_value(); }
+  // True if ReportShard waits for the shard's events to be committed (a
+  // pipeline's stage releases rows to the next one only from the disk).
+  bool ReportWaitsForCommit() const { return is_pipeline(); }
   const std::string& request_digest() const { return request_digest_; }
   // The tenant that created the job ("" when authentication is off).
   const std::string& tenant() const { return tenant_; }

@@ -290,6 +290,16 @@ void Scheduler::EndShard(const std::shared_ptr<Job>& job,
   Finish(std::move(ended));
 }
 
+void Scheduler::StopServing() {
+  bool wake;
+  {
+    absl::MutexLock lock(&mu_);
+    --serving_;
+    wake = !ready_.empty() && serving_ < serving_target_;
+  }
+  if (wake) work_available_.Signal();
+}
+
 void Scheduler::WorkerLoop() {
   bool serving = false;  // counted in serving_
   while (true) {
@@ -334,6 +344,12 @@ void Scheduler::WorkerLoop() {
       // nullopt: the shard sent a later step's requests and is in flight.
       if (std::optional<ShardOutcome> outcome =
               std::move(ready->continuation)()) {
+        // A report that waits for the job's log to commit would hold up
+        // the replies queued behind it: another worker serves them.
+        if (ready->job->ReportWaitsForCommit()) {
+          StopServing();
+          serving = false;
+        }
         EndShard(ready->job, ready->shard, *std::move(outcome), ready->started);
       }
     } else {

@@ -109,6 +109,9 @@ class Scheduler {
   };
 
   void WorkerLoop();
+  // This worker leaves serving the ready queue (counted in serving_) and
+  // wakes another if replies wait.
+  void StopServing();
   // Reads the shard's input and starts it; it comes back through ready_.
   void StartShard(std::shared_ptr<Job> job, const ShardSpec& shard);
   // The runner's Ready: queues a shard's continuation for a worker.
@@ -161,7 +164,8 @@ class Scheduler {
   uint64_t dispatches_ ABSL_GUARDED_BY(mu_) = 0;
   int shards_in_progress_ ABSL_GUARDED_BY(mu_) = 0;  // at most max_workers
   // Workers that will look at ready_ before they next wait: not waiting,
-  // and not starting or running a shard (which may block).
+  // and not starting a shard or reporting one that waits for a commit
+  // (both may block).
   int serving_ ABSL_GUARDED_BY(mu_) = 0;
   // How many serving workers QueueReady keeps awake: the CPUs (at least 2).
   const int serving_target_ =
