@@ -24,7 +24,7 @@ class OneEventReactor final
     event_.set_job_id("canary");
     StartWrite(&event_);
   }
-  void OnWriteDone(bool ok) override {
+  void OnWriteDone(bool /*ok*/) override {
     ++unguarded_counter;  // the racy access, on a gRPC callback thread
     Finish(grpc::Status::OK);
   }
