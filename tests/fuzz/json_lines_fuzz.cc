@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const size_t cut = text.empty() ? 0 : data[0] % (text.size() + 1);
   sdg::JsonLinesDecoder decoder;
-  auto keep = [](google::protobuf::Struct row) { return absl::OkStatus(); };
+  auto keep = [](google::protobuf::Struct /*row*/) { return absl::OkStatus(); };
   if (decoder.Feed(text.substr(0, cut), keep).ok() &&
       decoder.Feed(text.substr(cut), keep).ok()) {
     (void)decoder.Finish(keep);
