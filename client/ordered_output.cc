@@ -106,19 +106,14 @@ void OrderedOutput::WriteError(int64_t row_index, int32_t code,
 
 void OrderedOutput::FinishMissing(const std::string& reason) {
   Flush();
-  while (next_row_ < total_rows_) {
+  for (; next_row_ < total_rows_; ++next_row_) {
     // A row with some samples but not all counts as not generated.
-    done_.erase(next_row_);
-    if (auto failed = failed_.find(next_row_); failed != failed_.end()) {
-      WriteError(next_row_, failed->second.code, failed->second.message);
-      failed_.erase(failed);
-    } else {
+    if (!WriteRow(next_row_)) {
       WriteError(next_row_, static_cast<int32_t>(absl::StatusCode::kAborted),
                  reason);
     }
-    ++next_row_;
-    Flush();
   }
+  done_.clear();
 }
 
 int64_t OrderedOutput::FinishPartial() {

@@ -15,6 +15,22 @@ namespace sdg {
 
 using log_format::kMagic;
 
+namespace {
+
+// log_format's scan over the file open as `fd`, `size` bytes long.
+absl::StatusOr<log_format::WholeRecords> ScanFile(
+    int fd, int64_t size, const std::string& path,
+    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+  return log_format::ScanWholeRecords(
+      size,
+      [&](int64_t offset, size_t n, char* out) {
+        return ReadAt(fd, offset, n, out, path);
+      },
+      replay);
+}
+
+}  // namespace
+
 class FileEventLog::FileReader final : public EventLog::Reader {
  public:
   FileReader(std::shared_ptr<FileEventLog> log, uint64_t after, UniqueFd fd)
@@ -79,12 +95,7 @@ absl::StatusOr<std::shared_ptr<EventLog>> FileEventLog::Open(
           absl::StrCat(path, " is not an sdgd event log"));
     }
     absl::StatusOr<log_format::WholeRecords> scanned =
-        log_format::ScanWholeRecords(
-            size,
-            [&](int64_t offset, size_t n, char* out) {
-              return ReadAt(fd.get(), offset, n, out, path);
-            },
-            replay);
+        ScanFile(fd.get(), size, path, replay);
     if (!scanned.ok()) return scanned.status();
     whole = *scanned;
     if (whole.end < size) {
@@ -119,12 +130,8 @@ absl::Status FileEventLog::ScanFinishedLocked() {
   UniqueFd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return FileError("open", path_, errno);
   const off_t size = ::lseek(fd.get(), 0, SEEK_END);
-  absl::StatusOr<log_format::WholeRecords> whole = log_format::ScanWholeRecords(
-      size,
-      [&](int64_t offset, size_t n, char* out) {
-        return ReadAt(fd.get(), offset, n, out, path_);
-      },
-      [](const v1::JobEvent&) {});
+  absl::StatusOr<log_format::WholeRecords> whole =
+      ScanFile(fd.get(), size, path_, [](const v1::JobEvent&) {});
   if (!whole.ok()) return whole.status();
   progress_ = LogProgress(whole->last_sequence);
   (void)progress_.End(absl::OkStatus());  // a finished log has no waiters
