@@ -17,7 +17,7 @@ DatasetUploadReactor* DatasetUploadReactor::Start(Executor& blocking,
       return;
     }
     reactor->upload_ = *std::move(upload);
-    reactor->StartRead(&reactor->chunk_);
+    reactor->ReadNext();
   });
   return reactor;
 }
@@ -31,14 +31,29 @@ void DatasetUploadReactor::OnReadDone(bool ok) {
 }
 
 void DatasetUploadReactor::Step(bool ok) {
-  absl::Status status = ok ? upload_->Take(chunk_) : Complete();
+  reads_started_.load(std::memory_order_acquire);
+  std::unique_ptr<v1::DatasetChunk> chunk = std::move(reading_);
+  absl::Status status = ok ? upload_->Take(*chunk) : Complete();
+  chunk.reset();
   if (!status.ok()) {
     End(status);
   } else if (ok) {
-    StartRead(&chunk_);  // last: the next OnReadDone may run at once
+    ReadNext();  // last: the next OnReadDone may run at once
   } else {
     End(absl::OkStatus());
   }
+}
+
+std::unique_ptr<v1::DatasetChunk> DatasetUploadReactor::NewChunk() {
+  return std::make_unique<v1::DatasetChunk>();
+}
+
+void DatasetUploadReactor::ReadNext() {
+  reading_ = NewChunk();
+  v1::DatasetChunk* chunk = reading_.get();
+  // The last touch of this reactor's state before the read (see the member).
+  reads_started_.fetch_add(1, std::memory_order_release);
+  StartRead(chunk);
 }
 
 absl::Status DatasetUploadReactor::Complete() {
