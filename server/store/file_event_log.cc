@@ -316,9 +316,7 @@ FileEventLog::FileReader::Next() {
 }
 
 LogCommitter::LogCommitter(Options options)
-    : options_(std::move(options)),
-      backoff_(options_.retry_backoff),
-      thread_([this] { Loop(); }) {}
+    : schedule_(std::move(options), "event log"), thread_([this] { Loop(); }) {}
 
 LogCommitter::~LogCommitter() {
   {
@@ -333,10 +331,7 @@ int64_t LogCommitter::rounds() const {
   return rounds_;
 }
 
-bool LogCommitter::up() const {
-  absl::MutexLock lock(&mu_);
-  return failing_since_ == absl::InfinitePast();
-}
+bool LogCommitter::up() const { return schedule_.up(); }
 
 void LogCommitter::Enqueue(std::shared_ptr<FileEventLog> log) {
   absl::MutexLock lock(&mu_);
@@ -359,9 +354,7 @@ void LogCommitter::Loop() {
       if (queue_.empty()) return;  // stopping, and everything is committed
       logs.swap(queue_);
       ++rounds_;
-      last_try =
-          stopping_ || (failing_since_ != absl::InfinitePast() &&
-                        absl::Now() - failing_since_ >= options_.max_outage);
+      last_try = stopping_ || schedule_.OutageOver();
     }
     absl::Status error;
     std::vector<std::shared_ptr<FileEventLog>> retry =
@@ -370,43 +363,8 @@ void LogCommitter::Loop() {
       absl::MutexLock lock(&mu_);
       for (auto& log : retry) queue_.push_back(std::move(log));
     }
-    next_round = AfterRound(!error.ok(), error);
+    next_round = schedule_.AfterRound(error);
   }
-}
-
-absl::Time LogCommitter::AfterRound(bool failed, const absl::Status& error) {
-  const absl::Time now = absl::Now();
-  bool went_down = false;
-  bool came_back = false;
-  absl::Duration outage;
-  absl::Time next_round;
-  {
-    absl::MutexLock lock(&mu_);
-    if (failed) {
-      went_down = failing_since_ == absl::InfinitePast();
-      if (went_down) failing_since_ = now;
-      next_round = now + backoff_;
-      backoff_ = std::min(backoff_ * 2, options_.max_retry_backoff);
-    } else {
-      came_back = failing_since_ != absl::InfinitePast();
-      outage = now - failing_since_;
-      failing_since_ = absl::InfinitePast();
-      backoff_ = options_.retry_backoff;
-      next_round = now + options_.min_round_interval;
-    }
-  }
-  if (went_down) {
-    Log(LogLevel::kError, "event log: cannot commit; jobs pause and retry",
-        {{"error", std::string(error.message())},
-         {"max_outage_s", absl::ToDoubleSeconds(options_.max_outage)}});
-    if (options_.on_health) options_.on_health(false, error);
-  }
-  if (came_back) {
-    Log(LogLevel::kInfo, "event log: committing again",
-        {{"outage_s", absl::ToDoubleSeconds(outage)}});
-    if (options_.on_health) options_.on_health(true, absl::OkStatus());
-  }
-  return next_round;
 }
 
 std::vector<std::shared_ptr<FileEventLog>> LogCommitter::CommitRound(
@@ -442,7 +400,7 @@ std::vector<std::shared_ptr<FileEventLog>> LogCommitter::CommitRound(
     }
     (void)::ftruncate(log.fd_.get(), committed);
     if (error.ok()) error = results[i];
-    if (last_try || options_.max_outage <= absl::ZeroDuration()) {
+    if (last_try || schedule_.options().max_outage <= absl::ZeroDuration()) {
       Log(LogLevel::kError, "event log: commit failed",
           {{"path", log.path_}, {"error", std::string(results[i].message())}});
       log.Committed(pending[i], results[i]);

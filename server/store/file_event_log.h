@@ -17,6 +17,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/store/commit_schedule.h"
 #include "server/store/event_log.h"
 #include "server/store/file_util.h"
 
@@ -91,20 +92,7 @@ class FileEventLog final : public EventLog,
 // suspended. Stopping makes one last attempt.
 class LogCommitter {
  public:
-  struct Options {
-    // At most one round per `min_round_interval`: a busy server then fsyncs
-    // a few hundred times a second, each time for everything pending,
-    // instead of once per shard; an event waits at most that long.
-    absl::Duration min_round_interval = absl::Milliseconds(5);
-    // How long commits may keep failing before their logs fail (zero: at
-    // the first failure).
-    absl::Duration max_outage = absl::Minutes(5);
-    absl::Duration retry_backoff = absl::Milliseconds(100);
-    absl::Duration max_retry_backoff = absl::Seconds(5);
-    // Runs on the committer's thread when committing stops working (false,
-    // with the first error) and when it works again (true, OK).
-    std::function<void(bool up, const absl::Status& error)> on_health;
-  };
+  using Options = CommitterOptions;
   explicit LogCommitter(Options options);
   LogCommitter() : LogCommitter(Options()) {}
   // Commits what is pending (one last attempt), then stops.
@@ -124,18 +112,12 @@ class LogCommitter {
   std::vector<std::shared_ptr<FileEventLog>> CommitRound(
       const std::vector<std::shared_ptr<FileEventLog>>& logs, bool last_try,
       absl::Status& error);
-  // After a round: notes an outage starting or ending; returns when the
-  // next round may start.
-  absl::Time AfterRound(bool failed, const absl::Status& error);
 
-  const Options options_;
+  CommitSchedule schedule_;
   mutable absl::Mutex mu_;
   std::vector<std::shared_ptr<FileEventLog>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
-  // Since when commits fail (InfinitePast: they work), and the next wait.
-  absl::Time failing_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Duration backoff_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
