@@ -1,0 +1,470 @@
+#include "server/store/postgres_job_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+#include "server/store/postgres_schema.h"
+
+namespace sdg {
+namespace {
+
+// A builder sends its rows in batches of this many bytes.
+constexpr size_t kRowBatchBytes = 1 << 20;
+// Rows of an upload or a job's dataset that never finished (a crash
+// mid-upload) go after this long.
+constexpr absl::Duration kUnfinishedDatasetAge = absl::Hours(24);
+
+int64_t ToNanos(absl::Time time) {
+  return time == absl::InfinitePast() ? 0 : absl::ToUnixNanos(time);
+}
+
+absl::Time FromNanos(int64_t nanos) {
+  return nanos == 0 ? absl::InfinitePast() : absl::FromUnixNanos(nanos);
+}
+
+std::string UploadHolder(const std::string& dataset_id) {
+  return absl::StrCat("upload:", dataset_id);
+}
+
+std::string JobHolder(const std::string& job_id) {
+  return absl::StrCat("job:", job_id);
+}
+
+class PostgresDataset final : public Dataset {
+ public:
+  PostgresDataset(std::shared_ptr<pg::Pool> pool, int64_t id, int64_t rows)
+      : pool_(std::move(pool)), id_(id), rows_(rows) {}
+
+  int64_t row_count() const override { return rows_; }
+
+  absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
+      int64_t first, int64_t count) const override {
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+    SDG_ASSIGN_OR_RETURN(
+        pg::Result result,
+        conn->Exec("SELECT row FROM dataset_rows WHERE dataset = $1 "
+                   "AND row_index >= $2 AND row_index < $3 ORDER BY row_index",
+                   pg::Params().Int64(id_).Int64(first).Int64(first + count),
+                   "reading a dataset's rows"));
+    std::vector<google::protobuf::Struct> rows(result.rows());
+    for (int i = 0; i < result.rows(); ++i) {
+      const absl::string_view bytes = result.Bytes(i, 0);
+      if (!rows[i].ParseFromArray(bytes.data(),
+                                  static_cast<int>(bytes.size()))) {
+        return absl::DataLossError(absl::StrCat(
+            "PostgreSQL: dataset ", id_, " row ", first + i, " is damaged"));
+      }
+    }
+    return rows;
+  }
+
+ private:
+  const std::shared_ptr<pg::Pool> pool_;
+  const int64_t id_;
+  const int64_t rows_;
+};
+
+// Sends rows to dataset_rows in batches as they come; Finish makes the
+// dataset complete and gives it to its holder in one transaction. A
+// builder dropped unfinished removes what it sent.
+class PostgresDatasetBuilder final : public DatasetBuilder {
+ public:
+  PostgresDatasetBuilder(std::shared_ptr<pg::Pool> pool, std::string holder,
+                         int64_t id)
+      : pool_(std::move(pool)), holder_(std::move(holder)), id_(id) {}
+
+  ~PostgresDatasetBuilder() override {
+    if (finished_) return;
+    absl::StatusOr<pg::Pool::Lease> conn = pool_->Acquire();
+    if (conn.ok()) {
+      (void)(*conn)->Exec("DELETE FROM datasets WHERE dataset = $1",
+                          pg::Params().Int64(id_),
+                          "removing an unfinished dataset");
+    }
+  }
+
+  absl::Status Add(const google::protobuf::Struct& row) override {
+    info_.Add(row);
+    std::string& bytes = batch_.emplace_back();
+    if (!row.SerializeToString(&bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", info_.rows - 1, " cannot be serialized"));
+    }
+    batch_bytes_ += bytes.size();
+    if (batch_bytes_ >= kRowBatchBytes) return Flush();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::shared_ptr<Dataset>> Finish() override {
+    SDG_RETURN_IF_ERROR(Flush());
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+    SDG_ASSIGN_OR_RETURN(pg::Transaction transaction,
+                         pg::Transaction::Begin(*conn));
+    SDG_RETURN_IF_ERROR(
+        conn->Exec("UPDATE datasets SET row_count = $2, bytes = $3, "
+                   "complete = true WHERE dataset = $1",
+                   pg::Params().Int64(id_).Int64(info_.rows).Int64(bytes_),
+                   "finishing a dataset")
+            .status());
+    SDG_RETURN_IF_ERROR(
+        conn->Exec(
+                "WITH gone AS (DELETE FROM dataset_holders WHERE holder = $1 "
+                "RETURNING dataset) "
+                "DELETE FROM datasets d USING gone "
+                "WHERE d.dataset = gone.dataset AND NOT EXISTS (SELECT 1 "
+                "FROM dataset_holders h WHERE h.dataset = d.dataset "
+                "AND h.holder <> $1)",
+                pg::Params().Text(holder_), "replacing a dataset")
+            .status());
+    SDG_RETURN_IF_ERROR(
+        conn->Exec("INSERT INTO dataset_holders (holder, dataset) "
+                   "VALUES ($1, $2)",
+                   pg::Params().Text(holder_).Int64(id_), "keeping a dataset")
+            .status());
+    SDG_RETURN_IF_ERROR(transaction.Commit());
+    finished_ = true;
+    return std::make_shared<PostgresDataset>(pool_, id_, info_.rows);
+  }
+
+ private:
+  absl::Status Flush() {
+    if (batch_.empty()) return absl::OkStatus();
+    std::vector<int64_t> indexes;
+    std::vector<absl::string_view> rows;
+    indexes.reserve(batch_.size());
+    rows.reserve(batch_.size());
+    for (const std::string& row : batch_) {
+      indexes.push_back(sent_ + static_cast<int64_t>(indexes.size()));
+      rows.push_back(row);
+    }
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+    SDG_RETURN_IF_ERROR(
+        conn->Exec("INSERT INTO dataset_rows (dataset, row_index, row) "
+                   "SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])",
+                   pg::Params().Int64(id_).Int64Array(indexes).BytesArray(rows),
+                   "storing a dataset's rows")
+            .status());
+    sent_ += static_cast<int64_t>(batch_.size());
+    bytes_ += static_cast<int64_t>(batch_bytes_);
+    batch_.clear();
+    batch_bytes_ = 0;
+    return absl::OkStatus();
+  }
+
+  const std::shared_ptr<pg::Pool> pool_;
+  const std::string holder_;
+  const int64_t id_;
+  std::vector<std::string> batch_;
+  size_t batch_bytes_ = 0;
+  int64_t sent_ = 0;
+  int64_t bytes_ = 0;
+  bool finished_ = false;
+};
+
+JobRecord RecordFrom(const pg::Result& rows, int i) {
+  JobRecord record;
+  record.job_id = rows.String(i, 0);
+  const absl::string_view request = rows.Bytes(i, 1);
+  record.request.ParseFromArray(request.data(),
+                                static_cast<int>(request.size()));
+  record.request_digest = rows.String(i, 2);
+  record.state = static_cast<v1::JobState>(rows.Int32(i, 3));
+  record.create_time = FromNanos(rows.Int64(i, 4));
+  record.start_time = FromNanos(rows.Int64(i, 5));
+  record.end_time = FromNanos(rows.Int64(i, 6));
+  record.reason = rows.String(i, 7);
+  record.resumed = rows.Int32(i, 8);
+  const absl::string_view finished = rows.Bytes(i, 9);
+  record.finished.ParseFromArray(finished.data(),
+                                 static_cast<int>(finished.size()));
+  record.tenant = rows.String(i, 10);
+  return record;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
+    Options options) {
+  auto pool = std::make_shared<pg::Pool>(options.conninfo, options.pool_size);
+  {
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool->Acquire());
+    SDG_RETURN_IF_ERROR(MigrateSchema(*conn));
+    SDG_RETURN_IF_ERROR(
+        conn->Exec("DELETE FROM datasets WHERE NOT complete AND create_ns < $1",
+                   pg::Params().Int64(
+                       ToNanos(absl::Now() - kUnfinishedDatasetAge)),
+                   "removing unfinished datasets")
+            .status());
+    Log(LogLevel::kInfo, "PostgreSQL store open",
+        {{"database", conn->name()}, {"schema", LatestSchemaVersion()}});
+  }
+  auto committer = std::make_unique<PostgresCommitter>(
+      options.conninfo, std::move(options.committer));
+  return std::unique_ptr<PostgresJobStore>(
+      new PostgresJobStore(std::move(pool), std::move(committer)));
+}
+
+absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewBuilder(
+    std::string holder) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result created,
+      conn->Exec("INSERT INTO datasets (create_ns) VALUES ($1) "
+                 "RETURNING dataset",
+                 pg::Params().Int64(ToNanos(absl::Now())),
+                 "starting a dataset"));
+  return std::make_unique<PostgresDatasetBuilder>(pool_, std::move(holder),
+                                                  created.Int64(0, 0));
+}
+
+absl::Status PostgresJobStore::DropHolder(const std::string& holder) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  return conn
+      ->Exec(
+          "WITH gone AS (DELETE FROM dataset_holders WHERE holder = $1 "
+          "RETURNING dataset) "
+          "DELETE FROM datasets d USING gone WHERE d.dataset = gone.dataset "
+          "AND NOT EXISTS (SELECT 1 FROM dataset_holders h "
+          "WHERE h.dataset = d.dataset AND h.holder <> $1)",
+          pg::Params().Text(holder), "removing a dataset")
+      .status();
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> PostgresJobStore::OpenHeld(
+    const std::string& holder) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result held,
+      conn->Exec("SELECT d.dataset, d.row_count FROM dataset_holders h "
+                 "JOIN datasets d ON d.dataset = h.dataset WHERE h.holder = $1",
+                 pg::Params().Text(holder), "opening a dataset"));
+  if (held.rows() == 0) return absl::NotFoundError(holder);
+  return std::make_shared<PostgresDataset>(pool_, held.Int64(0, 0),
+                                           held.Int64(0, 1));
+}
+
+absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewJobDataset(
+    const std::string& job_id) {
+  return NewBuilder(JobHolder(job_id));
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> PostgresJobStore::UseUploadedDataset(
+    const std::string& dataset_id, const std::string& job_id) {
+  {
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+    SDG_ASSIGN_OR_RETURN(
+        pg::Result shared,
+        conn->Exec(
+            "INSERT INTO dataset_holders (holder, dataset) "
+            "SELECT $2, dataset FROM dataset_holders WHERE holder = $1 "
+            "ON CONFLICT (holder) DO UPDATE SET dataset = "
+            "EXCLUDED.dataset",
+            pg::Params().Text(UploadHolder(dataset_id)).Text(JobHolder(job_id)),
+            "giving a job its dataset"));
+    if (shared.affected() == 0) return NoSuchUpload(dataset_id);
+  }
+  return OpenHeld(JobHolder(job_id));
+}
+
+void PostgresJobStore::DiscardJobDataset(const std::string& job_id) {
+  (void)DropHolder(JobHolder(job_id));
+}
+
+absl::StatusOr<std::shared_ptr<Dataset>> PostgresJobStore::OpenJobDataset(
+    const std::string& job_id) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      OpenHeld(JobHolder(job_id));
+  if (absl::IsNotFound(dataset.status())) return NoJobDataset(job_id);
+  return dataset;
+}
+
+absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewUpload(
+    const std::string& dataset_id) {
+  return NewBuilder(UploadHolder(dataset_id));
+}
+
+absl::Status PostgresJobStore::SaveUpload(const StoredDataset& dataset) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  return conn
+      ->Exec(
+          "INSERT INTO uploads (dataset_id, tenant, dataset, info, "
+          "create_ns) VALUES ($1, $2, $3, $4, $5)",
+          pg::Params()
+              .Text(dataset.dataset.dataset_id())
+              .Text(dataset.tenant)
+              .Bytes(dataset.dataset.SerializeAsString())
+              .Text(dataset.info.ToJson())
+              .Int64(ToNanos(dataset.create_time)),
+          "saving an upload")
+      .status();
+}
+
+void PostgresJobStore::DiscardUpload(const std::string& dataset_id) {
+  (void)DropHolder(UploadHolder(dataset_id));
+}
+
+absl::StatusOr<StoredDataset> PostgresJobStore::FindUpload(
+    const std::string& dataset_id) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result found,
+      conn->Exec("SELECT dataset, info, create_ns, tenant FROM uploads "
+                 "WHERE dataset_id = $1",
+                 pg::Params().Text(dataset_id), "reading an upload"));
+  if (found.rows() == 0) return NoSuchUpload(dataset_id);
+  StoredDataset stored;
+  const absl::string_view dataset = found.Bytes(0, 0);
+  stored.dataset.ParseFromArray(dataset.data(),
+                                static_cast<int>(dataset.size()));
+  SDG_ASSIGN_OR_RETURN(stored.info, DatasetInfo::FromJson(found.Bytes(0, 1)));
+  stored.create_time = FromNanos(found.Int64(0, 2));
+  stored.tenant = found.String(0, 3);
+  return stored;
+}
+
+absl::StatusOr<int> PostgresJobStore::PruneUploads(absl::Time cutoff) {
+  std::vector<std::string> expired;
+  {
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+    SDG_ASSIGN_OR_RETURN(pg::Result gone,
+                         conn->Exec("DELETE FROM uploads WHERE create_ns < $1 "
+                                    "RETURNING dataset_id",
+                                    pg::Params().Int64(ToNanos(cutoff)),
+                                    "removing expired uploads"));
+    for (int i = 0; i < gone.rows(); ++i) expired.push_back(gone.String(i, 0));
+  }
+  for (const std::string& id : expired) {
+    SDG_RETURN_IF_ERROR(DropHolder(UploadHolder(id)));
+  }
+  return static_cast<int>(expired.size());
+}
+
+absl::Status PostgresJobStore::AddJob(const JobRecord& record) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  return conn
+      ->Exec(
+          "INSERT INTO jobs (job_id, request, request_digest, state, "
+          "create_ns, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
+          pg::Params()
+              .Text(record.job_id)
+              .Bytes(record.request.SerializeAsString())
+              .Text(record.request_digest)
+              .Int32(record.state)
+              .Int64(ToNanos(record.create_time))
+              .Text(record.tenant),
+          "adding a job")
+      .status();
+}
+
+absl::Status PostgresJobStore::UpdateJob(const JobRecord& record) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result updated,
+      conn->Exec("UPDATE jobs SET state = $2, start_ns = $3, end_ns = $4, "
+                 "reason = $5, resumed = $6, finished = $7 WHERE job_id = $1",
+                 pg::Params()
+                     .Text(record.job_id)
+                     .Int32(record.state)
+                     .Int64(ToNanos(record.start_time))
+                     .Int64(ToNanos(record.end_time))
+                     .Text(record.reason)
+                     .Int32(record.resumed)
+                     .Bytes(record.finished.SerializeAsString()),
+                 "saving a job's state"));
+  if (updated.affected() == 0) return NoSuchJob(record.job_id);
+  return absl::OkStatus();
+}
+
+absl::Status PostgresJobStore::RemoveJob(const std::string& job_id) {
+  {
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+    SDG_ASSIGN_OR_RETURN(pg::Transaction transaction,
+                         pg::Transaction::Begin(*conn));
+    SDG_RETURN_IF_ERROR(conn->Exec("DELETE FROM jobs WHERE job_id = $1",
+                                   pg::Params().Text(job_id), "removing a job")
+                            .status());
+    SDG_RETURN_IF_ERROR(conn->Exec("DELETE FROM job_events WHERE job_id = $1",
+                                   pg::Params().Text(job_id),
+                                   "removing a job's events")
+                            .status());
+    SDG_RETURN_IF_ERROR(transaction.Commit());
+  }
+  return DropHolder(JobHolder(job_id));
+}
+
+absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::LoadJobs() {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result rows,
+      conn->Exec("SELECT job_id, request, request_digest, state, create_ns, "
+                 "start_ns, end_ns, reason, resumed, finished, tenant "
+                 "FROM jobs ORDER BY added",
+                 "loading the jobs"));
+  std::vector<JobRecord> records;
+  records.reserve(rows.rows());
+  for (int i = 0; i < rows.rows(); ++i) records.push_back(RecordFrom(rows, i));
+  return records;
+}
+
+absl::StatusOr<std::shared_ptr<EventLog>> PostgresJobStore::OpenJobLog(
+    const std::string& job_id,
+    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+  // Replays what is committed, a page at a time, through a finished log's
+  // reader; the log that appends then numbers on from there.
+  std::shared_ptr<PostgresEventLog> stored =
+      PostgresEventLog::OpenFinished(pool_, job_id);
+  SDG_ASSIGN_OR_RETURN(std::unique_ptr<EventLog::Reader> reader,
+                       stored->Read(0));
+  v1::JobEvent event;
+  while (true) {
+    SDG_ASSIGN_OR_RETURN(std::optional<EventLog::EncodedEvent> next,
+                         reader->Next());
+    if (!next.has_value()) break;
+    if (!event.ParseFromString(next->bytes)) {
+      return absl::DataLossError(absl::StrCat("PostgreSQL: job ", job_id,
+                                              "'s event ", next->sequence,
+                                              " is damaged"));
+    }
+    replay(event);
+  }
+  return PostgresEventLog::Open(pool_, *committer_, job_id,
+                                reader->last_read());
+}
+
+std::shared_ptr<EventLog> PostgresJobStore::OpenFinishedJobLog(
+    const std::string& job_id) {
+  return PostgresEventLog::OpenFinished(pool_, job_id);
+}
+
+absl::StatusOr<StorageUsage> PostgresJobStore::TenantUsage(
+    const std::string& tenant) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  // A job's dataset shared with an upload of the tenant counts once, with
+  // the upload.
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result usage,
+      conn->Exec(
+          "WITH upload_sets AS (SELECT DISTINCT h.dataset FROM uploads u "
+          "JOIN dataset_holders h ON h.holder = 'upload:' || u.dataset_id "
+          "WHERE u.tenant = $1), "
+          "job_sets AS (SELECT DISTINCT h.dataset FROM jobs j "
+          "JOIN dataset_holders h ON h.holder = 'job:' || j.job_id "
+          "WHERE j.tenant = $1 AND h.dataset NOT IN "
+          "(SELECT dataset FROM upload_sets)) "
+          "SELECT (SELECT COALESCE(sum(bytes), 0) FROM datasets WHERE "
+          "dataset IN (SELECT dataset FROM upload_sets))::bigint, "
+          "(SELECT COALESCE(sum(bytes), 0) FROM datasets WHERE "
+          "dataset IN (SELECT dataset FROM job_sets))::bigint, "
+          "(SELECT COALESCE(sum(octet_length(e.event)), 0) FROM job_events e "
+          "JOIN jobs j ON j.job_id = e.job_id WHERE j.tenant = $1)::bigint",
+          pg::Params().Text(tenant), "counting a tenant's storage"));
+  StorageUsage result;
+  result.upload_bytes = usage.Int64(0, 0);
+  result.dataset_bytes = usage.Int64(0, 1);
+  result.result_bytes = usage.Int64(0, 2);
+  return result;
+}
+
+}  // namespace sdg

@@ -1,0 +1,82 @@
+// The PostgreSQL store (--store postgresql://...): records, datasets,
+// uploads and event logs in one database that several sdgd replicas can
+// share. Datasets are stored a row per table row and read by range, so no
+// dataset passes whole through one process's memory. The schema is
+// migrated at open (postgres_schema.h). Credentials come from the conninfo
+// the caller read from a file or from libpq's environment (PGPASSWORD,
+// PGPASSFILE); TLS through libpq's sslmode.
+//
+// This store is one writer per job: leases and fencing for several
+// replicas running one job's shards build on it.
+#ifndef SDG_SERVER_STORE_POSTGRES_JOB_STORE_H_
+#define SDG_SERVER_STORE_POSTGRES_JOB_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/store/commit_schedule.h"
+#include "server/store/job_store.h"
+#include "server/store/postgres.h"
+#include "server/store/postgres_event_log.h"
+
+namespace sdg {
+
+class PostgresJobStore final : public JobStore {
+ public:
+  struct Options {
+    std::string conninfo;  // a postgresql:// URL or key=value pairs
+    // Connections for records, datasets and readers (the committer has
+    // its own).
+    int pool_size = 8;
+    CommitterOptions committer;
+  };
+  // Connects, migrates the schema and starts the committer.
+  static absl::StatusOr<std::unique_ptr<PostgresJobStore>> Open(
+      Options options);
+
+  bool durable() const override { return true; }
+  absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewJobDataset(
+      const std::string& job_id) override;
+  absl::StatusOr<std::shared_ptr<Dataset>> UseUploadedDataset(
+      const std::string& dataset_id, const std::string& job_id) override;
+  void DiscardJobDataset(const std::string& job_id) override;
+  absl::StatusOr<std::shared_ptr<Dataset>> OpenJobDataset(
+      const std::string& job_id) override;
+  absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewUpload(
+      const std::string& dataset_id) override;
+  absl::Status SaveUpload(const StoredDataset& dataset) override;
+  void DiscardUpload(const std::string& dataset_id) override;
+  absl::StatusOr<StoredDataset> FindUpload(
+      const std::string& dataset_id) override;
+  absl::StatusOr<int> PruneUploads(absl::Time cutoff) override;
+  absl::Status AddJob(const JobRecord& record) override;
+  absl::Status UpdateJob(const JobRecord& record) override;
+  absl::Status RemoveJob(const std::string& job_id) override;
+  absl::StatusOr<std::vector<JobRecord>> LoadJobs() override;
+  absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
+      const std::string& job_id,
+      absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
+  std::shared_ptr<EventLog> OpenFinishedJobLog(
+      const std::string& job_id) override;
+  absl::StatusOr<StorageUsage> TenantUsage(const std::string& tenant) override;
+
+  const PostgresCommitter& committer() const { return *committer_; }
+
+ private:
+  PostgresJobStore(std::shared_ptr<pg::Pool> pool,
+                   std::unique_ptr<PostgresCommitter> committer)
+      : pool_(std::move(pool)), committer_(std::move(committer)) {}
+  absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewBuilder(
+      std::string holder);
+  // Drops `holder`'s hold on its dataset, and the dataset with its last.
+  absl::Status DropHolder(const std::string& holder);
+  absl::StatusOr<std::shared_ptr<Dataset>> OpenHeld(const std::string& holder);
+
+  const std::shared_ptr<pg::Pool> pool_;
+  const std::unique_ptr<PostgresCommitter> committer_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_STORE_POSTGRES_JOB_STORE_H_

@@ -1,0 +1,225 @@
+// The store conformance suite against a real PostgreSQL (the ctest fixture's
+// server, or one this binary starts: tests/testing/test_postgres.h), and
+// what only the PostgreSQL store does: schema migrations, and errors that
+// name the server but never the password.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/store/postgres_job_store.h"
+#include "server/store/postgres_schema.h"
+#include "tests/store/store_conformance.h"
+#include "tests/testing/free_port.h"
+#include "tests/testing/store_test_data.h"
+#include "tests/testing/test_postgres.h"
+
+namespace sdg {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A database per folder: the suite's Reopen opens the same one again.
+std::string DatabaseFor(const std::string& dir) {
+  return absl::StrCat("conformance_", std::hash<std::string>()(dir));
+}
+
+StoreKind PostgresStore() {
+  return {
+      "postgresql", true,
+      [](const std::string& dir) -> absl::StatusOr<std::unique_ptr<JobStore>> {
+        absl::StatusOr<std::string> conninfo =
+            testing::TestPostgres::Get().Database(DatabaseFor(dir));
+        if (!conninfo.ok()) return conninfo.status();
+        PostgresJobStore::Options options;
+        options.conninfo = *conninfo;
+        absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
+            PostgresJobStore::Open(std::move(options));
+        if (!store.ok()) return store.status();
+        return std::unique_ptr<JobStore>(*std::move(store));
+      },
+      nullptr};
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,
+                         ::testing::Values(PostgresStore()), StoreName);
+INSTANTIATE_TEST_SUITE_P(Stores, DurableStoreConformanceTest,
+                         ::testing::Values(PostgresStore()), StoreName);
+// The event log is rows in a table: no file to tear.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FileLogStoreConformanceTest);
+
+class PostgresStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    database_ = absl::StrCat("store_", std::hash<std::string>()(info->name()));
+    ASSERT_TRUE(postgres_.DropDatabase(database_).ok());
+    absl::StatusOr<std::string> conninfo = postgres_.Database(database_);
+    ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+    conninfo_ = *conninfo;
+  }
+
+  absl::StatusOr<std::unique_ptr<PostgresJobStore>> OpenStore(
+      const std::string& conninfo) {
+    PostgresJobStore::Options options;
+    options.conninfo = conninfo;
+    return PostgresJobStore::Open(std::move(options));
+  }
+
+  std::unique_ptr<pg::Connection> Connect() {
+    auto conn = pg::Connection::Open(conninfo_);
+    EXPECT_TRUE(conn.ok()) << conn.status();
+    return conn.ok() ? *std::move(conn) : nullptr;
+  }
+
+  std::vector<int> AppliedVersions() {
+    std::vector<int> versions;
+    auto conn = Connect();
+    if (conn == nullptr) return versions;
+    auto rows =
+        conn->Exec("SELECT version FROM sdg_schema_migrations ORDER BY version",
+                   "reading versions");
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (!rows.ok()) return versions;
+    for (int i = 0; i < rows->rows(); ++i) {
+      versions.push_back(rows->Int32(i, 0));
+    }
+    return versions;
+  }
+
+  std::vector<int> AllVersions() {
+    std::vector<int> versions;
+    for (int v = 1; v <= LatestSchemaVersion(); ++v) versions.push_back(v);
+    return versions;
+  }
+
+  testing::TestPostgres& postgres_ = testing::TestPostgres::Get();
+  std::string database_;
+  std::string conninfo_;
+};
+
+TEST_F(PostgresStoreTest, AStoreAtThePreviousSchemaIsMigratedAndKeepsItsJobs) {
+  {
+    auto conn = Connect();
+    ASSERT_NE(conn, nullptr);
+    ASSERT_TRUE(MigrateSchema(*conn, LatestSchemaVersion() - 1).ok());
+  }
+  EXPECT_EQ(AppliedVersions().size(),
+            static_cast<size_t>(LatestSchemaVersion() - 1));
+  auto store = OpenStore(conninfo_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(AppliedVersions(), AllVersions());
+  ASSERT_TRUE((*store)->AddJob(testing::Record("j")).ok());
+  store->reset();
+  // Opening again migrates nothing and finds the job.
+  store = OpenStore(conninfo_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(AppliedVersions(), AllVersions());
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].job_id, "j");
+}
+
+TEST_F(PostgresStoreTest, ReplicasOpeningAtOnceMigrateOnce) {
+  constexpr int kReplicas = 4;
+  std::vector<absl::Status> opened(kReplicas);
+  std::vector<std::thread> replicas;
+  for (int i = 0; i < kReplicas; ++i) {
+    replicas.emplace_back(
+        [&, i] { opened[i] = OpenStore(conninfo_).status(); });
+  }
+  for (auto& replica : replicas) replica.join();
+  for (const absl::Status& status : opened) EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(AppliedVersions(), AllVersions());
+}
+
+TEST_F(PostgresStoreTest, ADatabaseMigratedByANewerSdgdIsRefused) {
+  ASSERT_TRUE(OpenStore(conninfo_).ok());
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(conn->Exec("INSERT INTO sdg_schema_migrations (version) "
+                         "VALUES (999)",
+                         "faking a newer schema")
+                  .ok());
+  absl::Status refused = OpenStore(conninfo_).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(),
+              HasSubstr(absl::StrCat("the schema is at version 999, newer "
+                                     "than this sdgd's ",
+                                     LatestSchemaVersion())));
+}
+
+TEST_F(PostgresStoreTest, AWrongPasswordIsRefusedWithoutShowingIt) {
+  const std::string wrong = "not-the-password-42";
+  absl::Status refused =
+      OpenStore(absl::StrCat(postgres_.Conninfo(database_, false),
+                             " password=", wrong))
+          .status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.message(), HasSubstr("password authentication failed"));
+  EXPECT_THAT(refused.message(), Not(HasSubstr(wrong)));
+}
+
+TEST_F(PostgresStoreTest, NoServerOnThePortIsUnavailableNamingIt) {
+  const int port = testing::FreeLoopbackPort();
+  absl::Status refused =
+      OpenStore(absl::StrCat("host=127.0.0.1 port=", port,
+                             " user=sdg dbname=x password=secret-7"))
+          .status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.message(), HasSubstr(absl::StrCat(port)));
+  EXPECT_THAT(refused.message(), Not(HasSubstr("secret-7")));
+}
+
+TEST_F(PostgresStoreTest, ADatasetIsReadByRangeAcrossItsBatches) {
+  auto store = OpenStore(conninfo_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto builder = (*store)->NewJobDataset("big");
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  // About 3 MiB: several of the builder's 1 MiB batches.
+  const std::string padding(1000, 'x');
+  constexpr int kRows = 3000;
+  for (int i = 0; i < kRows; ++i) {
+    ASSERT_TRUE((*builder)->Add(Row(absl::StrCat(i, padding))).ok());
+  }
+  ASSERT_TRUE((*builder)->Finish().ok());
+  auto dataset = (*store)->OpenJobDataset("big");
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ((*dataset)->row_count(), kRows);
+  auto rows = (*dataset)->ReadRows(1499, 3);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].fields().at("q").string_value(),
+            absl::StrCat(1499, padding));
+  EXPECT_EQ((*rows)[2].fields().at("q").string_value(),
+            absl::StrCat(1501, padding));
+}
+
+TEST_F(PostgresStoreTest, ABuilderDroppedUnfinishedLeavesNoRows) {
+  auto store = OpenStore(conninfo_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  {
+    auto builder = (*store)->NewUpload("half");
+    ASSERT_TRUE(builder.ok()) << builder.status();
+    const std::string padding(1 << 16, 'y');
+    for (int i = 0; i < 40; ++i) {  // 2.5 MiB: batches were sent
+      ASSERT_TRUE((*builder)->Add(Row(padding)).ok());
+    }
+  }
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  auto left = conn->Exec(
+      "SELECT (SELECT count(*) FROM datasets)::bigint, "
+      "(SELECT count(*) FROM dataset_rows)::bigint",
+      "counting");
+  ASSERT_TRUE(left.ok()) << left.status();
+  EXPECT_EQ(left->Int64(0, 0), 0);
+  EXPECT_EQ(left->Int64(0, 1), 0);
+}
+
+}  // namespace
+}  // namespace sdg

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL for the tests: initdb in a new temporary directory,
+# postgres listening on a free loopback port (and a socket in that
+# directory), never the machine's own cluster.
+#   pg_cluster.sh start STATE_FILE   starts one and writes STATE_FILE:
+#                                    PGDATA=, PGPORT=, PGUSER=, PGPASSWORD=
+#   pg_cluster.sh stop STATE_FILE    stops it (by its pid, through pg_ctl)
+#                                    and removes its directory
+# Passwords are required on TCP (scram-sha-256), as in production. As root,
+# the server runs as the `postgres` user (initdb refuses root).
+set -euo pipefail
+
+command=${1:?usage: pg_cluster.sh start|stop STATE_FILE}
+state=${2:?usage: pg_cluster.sh start|stop STATE_FILE}
+
+bindir=$(pg_config --bindir 2> /dev/null || true)
+if [ ! -x "$bindir/initdb" ]; then
+  bindir=$(ls -d /usr/lib/postgresql/*/bin 2> /dev/null | sort -V | tail -n 1)
+fi
+if [ ! -x "$bindir/initdb" ]; then
+  echo "pg_cluster: no initdb; install postgresql-15 (scripts/setup.sh test)" >&2
+  exit 1
+fi
+
+as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+stop() {
+  [ -f "$state" ] || return 0
+  local data
+  data=$(sed -n 's/^PGDATA=//p' "$state")
+  if [ -n "$data" ] && [ -f "$data/postmaster.pid" ]; then
+    as_owner "$bindir/pg_ctl" stop -D "$data" -m immediate -w > /dev/null 2>&1 || true
+  fi
+  [ -n "$data" ] && rm -rf "$(dirname "$data")"
+  rm -f "$state"
+}
+
+case "$command" in
+  stop)
+    stop
+    ;;
+  start)
+    stop  # a cluster left by an interrupted run
+    root=$(mktemp -d /tmp/sdg-pg.XXXXXX)
+    chmod 755 "$root"
+    data=$root/data
+    password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+    printf '%s\n' "$password" > "$root/password"
+    if [ "$(id -u)" -eq 0 ]; then chown -R postgres "$root"; fi
+    as_owner "$bindir/initdb" -D "$data" -U sdg --pwfile="$root/password" \
+      --auth-local=trust --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 \
+      > "$root/initdb.log" 2>&1 || {
+      cat "$root/initdb.log" >&2
+      exit 1
+    }
+    for attempt in 1 2 3 4 5; do
+      port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+      if as_owner "$bindir/pg_ctl" start -D "$data" -w -t 60 -l "$root/server.log" \
+        -o "-p $port -k $root -c listen_addresses=127.0.0.1 -c max_connections=200" \
+        > /dev/null 2>&1; then
+        printf 'PGDATA=%s\nPGPORT=%s\nPGUSER=sdg\nPGPASSWORD=%s\n' \
+          "$data" "$port" "$password" > "$state"
+        exit 0
+      fi
+    done
+    echo "pg_cluster: postgres did not start; its log:" >&2
+    cat "$root/server.log" >&2
+    exit 1
+    ;;
+  *)
+    echo "usage: pg_cluster.sh start|stop STATE_FILE" >&2
+    exit 2
+    ;;
+esac
