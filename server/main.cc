@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "base/signal_watcher.h"
 #include "server/backend/backend_flags.h"
 #include "server/server.h"
+#include "server/store/postgres.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:50051", "gRPC address, HOST:PORT");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
@@ -53,6 +55,14 @@ ABSL_FLAG(absl::Duration, store_outage_limit, absl::Minutes(5),
           "--state_dir (disk full, unwritable) before they are suspended; "
           "commits are retried meanwhile, and jobs go on by themselves once "
           "they succeed; 0 suspends at the first failure");
+ABSL_FLAG(std::string, store, "",
+          "the job store in PostgreSQL instead of --state_dir: a "
+          "postgresql:// URL or libpq key=value string without a password "
+          "(it would show in ps and logs; libpq reads PGPASSWORD or "
+          "PGPASSFILE); TLS through sslmode (verify-full supported)");
+ABSL_FLAG(std::string, store_url_file, "",
+          "a file holding --store's value, which may carry the password "
+          "(e.g. a Kubernetes Secret mounted as a file)");
 ABSL_FLAG(bool, ephemeral, false,
           "keep jobs in memory only: nothing survives a restart");
 ABSL_FLAG(std::string, data_root, "",
@@ -121,6 +131,43 @@ constexpr char kUsage[] =
     "  --backend_api_key_file NAME=PATH  sent as Authorization: Bearer; or\n"
     "      set SDG_BACKEND_API_KEY_<NAME>.";
 
+// --store or the file --store_url_file names; "" for neither.
+absl::StatusOr<std::string> DatabaseFromFlags() {
+  const std::string flag = absl::GetFlag(FLAGS_store);
+  const std::string path = absl::GetFlag(FLAGS_store_url_file);
+  if (!flag.empty() && !path.empty()) {
+    return absl::InvalidArgumentError(
+        "--store and --store_url_file both name the store; give one");
+  }
+  if (!flag.empty()) {
+    if (absl::Status s = sdg::pg::CheckConninfo(flag); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--store: ", s.message()));
+    }
+    if (sdg::pg::ConninfoHasPassword(flag)) {
+      return absl::InvalidArgumentError(
+          "--store holds a password, which ps and logs would show; put the "
+          "URL in a file named by --store_url_file, or the password in "
+          "PGPASSWORD or a PGPASSFILE");
+    }
+    return flag;
+  }
+  if (path.empty()) return std::string();
+  std::ifstream in(path);
+  std::string url;
+  if (!in || !std::getline(in, url)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--store_url_file ", path, ": cannot read a line from it"));
+  }
+  while (!url.empty() && (url.back() == '\r' || url.back() == ' ')) {
+    url.pop_back();
+  }
+  if (absl::Status s = sdg::pg::CheckConninfo(url); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--store_url_file ", path, ": ", s.message()));
+  }
+  return url;
+}
+
 absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
     sdg::BackendFlags backend_flags) {
   sdg::ServerOptions options;
@@ -164,6 +211,13 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.ephemeral = absl::GetFlag(FLAGS_ephemeral);
+  absl::StatusOr<std::string> database = DatabaseFromFlags();
+  if (!database.ok()) return database.status();
+  options.database = *std::move(database);
+  if (!options.database.empty() && options.ephemeral) {
+    return absl::InvalidArgumentError(
+        "--ephemeral keeps jobs in memory; it cannot be given with --store");
+  }
   options.store_outage_limit =
       std::max(absl::ZeroDuration(), absl::GetFlag(FLAGS_store_outage_limit));
   const std::string on_shutdown = absl::GetFlag(FLAGS_on_shutdown);
@@ -267,7 +321,9 @@ int main(int argc, char** argv) {
        {"metrics_port", (*server)->metrics_port()},
        {"backends", options->backends.size()},
        {"max_workers", options->scheduler.max_workers},
-       {"state_dir", options->ephemeral ? "(ephemeral)" : options->state_dir},
+       {"store", options->ephemeral           ? "memory (--ephemeral)"
+                 : !options->database.empty() ? "postgresql"
+                                              : "sqlite " + options->state_dir},
        {"tls", !options->tls.enabled() ? "off"
                : options->tls.mutual() ? "mtls"
                                        : "tls"},

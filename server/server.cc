@@ -10,6 +10,7 @@
 #include "base/status_macros.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/store/memory_job_store.h"
+#include "server/store/postgres_job_store.h"
 #include "server/store/sqlite_job_store.h"
 
 namespace sdg {
@@ -105,7 +106,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   } else if (opts.ephemeral) {
     server->store_ = std::make_unique<MemoryJobStore>();
   } else {
-    LogCommitter::Options committer;
+    CommitterOptions committer;
     committer.max_outage = opts.store_outage_limit;
     committer.on_health = [&metrics = server->metrics_,
                            &ready = *server->metrics_server_](
@@ -113,10 +114,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       metrics.StoreUp(up);
       ready.SetStoreUp(up);
     };
-    absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-        SqliteJobStore::Open(opts.state_dir, std::move(committer));
-    if (!store.ok()) return store.status();
-    server->store_ = *std::move(store);
+    if (!opts.database.empty()) {
+      PostgresJobStore::Options store_options;
+      store_options.conninfo = opts.database;
+      store_options.committer = std::move(committer);
+      store_options.sole_server = true;
+      absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
+          PostgresJobStore::Open(std::move(store_options));
+      if (!store.ok()) return store.status();
+      server->store_ = *std::move(store);
+    } else {
+      absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
+          SqliteJobStore::Open(opts.state_dir, std::move(committer));
+      if (!store.ok()) return store.status();
+      server->store_ = *std::move(store);
+    }
   }
 
   absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =

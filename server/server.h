@@ -55,6 +55,9 @@ struct ServerOptions {
   // outlives the process when ephemeral.
   std::string state_dir = "sdgd-data";
   bool ephemeral = false;
+  // The PostgreSQL store instead (a libpq conninfo or postgresql:// URL,
+  // which may hold a password: never logged); empty: state_dir.
+  std::string database;
   // How long the state_dir's event logs retry failing commits (jobs paused
   // meanwhile) before their jobs are suspended.
   absl::Duration store_outage_limit = absl::Minutes(5);

@@ -183,7 +183,8 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   }
   // Notices ("relation already exists, skipping") are not errors; libpq
   // would print them on stderr.
-  PQsetNoticeProcessor(conn, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   return std::unique_ptr<Connection>(new Connection(conn));
 }
 
@@ -216,8 +217,7 @@ absl::StatusOr<Result> Connection::Exec(absl::string_view sql,
   return Error(doing, raw);
 }
 
-absl::Status Connection::ExecScript(const std::string& sql,
-                                    const char* doing) {
+absl::Status Connection::ExecScript(const std::string& sql, const char* doing) {
   Result result(PQexec(conn_, sql.c_str()));
   pg_result* raw = result.get();
   if (raw != nullptr && PQresultStatus(raw) == PGRES_COMMAND_OK) {
@@ -313,6 +313,45 @@ absl::StatusOr<Pool::Lease> Pool::Acquire() {
 void Pool::GiveBack(std::unique_ptr<Connection> conn) {
   absl::MutexLock lock(&mu_);
   idle_.push_back(std::move(conn));
+}
+
+namespace {
+
+// libpq's parse of a conninfo: nullptr (and `error`) if it does not parse.
+std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption*)> ParseConninfo(
+    const std::string& conninfo, std::string& error) {
+  char* message = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &message);
+  if (message != nullptr) {
+    error = CleanMessage(message);
+    PQfreemem(message);
+  }
+  return {options, PQconninfoFree};
+}
+
+}  // namespace
+
+absl::Status CheckConninfo(const std::string& conninfo) {
+  std::string error;
+  if (ParseConninfo(conninfo, error) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a PostgreSQL connection string or URL: ",
+                     error.empty() ? "out of memory" : error));
+  }
+  return absl::OkStatus();
+}
+
+bool ConninfoHasPassword(const std::string& conninfo) {
+  std::string error;
+  auto options = ParseConninfo(conninfo, error);
+  if (options == nullptr) return false;
+  for (const PQconninfoOption* option = options.get();
+       option->keyword != nullptr; ++option) {
+    if (std::strcmp(option->keyword, "password") == 0) {
+      return option->val != nullptr && *option->val != '\0';
+    }
+  }
+  return false;
 }
 
 bool IsTransient(const absl::Status& status) {

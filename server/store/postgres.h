@@ -159,6 +159,12 @@ class Pool {
   int open_ ABSL_GUARDED_BY(mu_) = 0;  // idle and leased
 };
 
+// INVALID_ARGUMENT if `conninfo` (a postgresql:// URL or key=value pairs)
+// does not parse; the message never repeats it (it may hold a password).
+absl::Status CheckConninfo(const std::string& conninfo);
+// True if `conninfo` carries a password.
+bool ConninfoHasPassword(const std::string& conninfo);
+
 // True for errors a later attempt may not meet: the server is unreachable,
 // restarting, failing over, or out of disk.
 bool IsTransient(const absl::Status& status);

@@ -15,6 +15,8 @@ constexpr size_t kRowBatchBytes = 1 << 20;
 // Rows of an upload or a job's dataset that never finished (a crash
 // mid-upload) go after this long.
 constexpr absl::Duration kUnfinishedDatasetAge = absl::Hours(24);
+// pg_advisory_lock's key for Options::sole_server: "sdgs" in ASCII.
+constexpr int64_t kServerLock = 0x73646773;
 
 int64_t ToNanos(absl::Time time) {
   return time == absl::InfinitePast() ? 0 : absl::ToUnixNanos(time);
@@ -187,6 +189,31 @@ JobRecord RecordFrom(const pg::Result& rows, int i) {
 
 absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     Options options) {
+  SDG_RETURN_IF_ERROR(pg::CheckConninfo(options.conninfo));
+  std::unique_ptr<pg::Connection> server_lock;
+  if (options.sole_server) {
+    SDG_ASSIGN_OR_RETURN(server_lock, pg::Connection::Open(options.conninfo));
+    // A killed sdgd's session may take a moment to end: wait for its lock
+    // a while, in the server (lock_timeout).
+    SDG_RETURN_IF_ERROR(server_lock
+                            ->Exec(absl::StrCat("SET lock_timeout = ",
+                                                absl::ToInt64Milliseconds(
+                                                    options.server_lock_wait)),
+                                   "setting the server lock's wait")
+                            .status());
+    absl::Status locked =
+        server_lock
+            ->Exec("SELECT pg_advisory_lock($1)",
+                   pg::Params().Int64(kServerLock), "taking the server lock")
+            .status();
+    if (!locked.ok()) {
+      if (pg::IsTransient(locked)) return locked;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "PostgreSQL (", server_lock->name(),
+          ") is in use by another sdgd; until shards are leased, give each "
+          "sdgd its own database"));
+    }
+  }
   auto pool = std::make_shared<pg::Pool>(options.conninfo, options.pool_size);
   {
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool->Acquire());
@@ -202,8 +229,8 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
   }
   auto committer = std::make_unique<PostgresCommitter>(
       options.conninfo, std::move(options.committer));
-  return std::unique_ptr<PostgresJobStore>(
-      new PostgresJobStore(std::move(pool), std::move(committer)));
+  return std::unique_ptr<PostgresJobStore>(new PostgresJobStore(
+      std::move(pool), std::move(committer), std::move(server_lock)));
 }
 
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewBuilder(

@@ -30,6 +30,13 @@ class PostgresJobStore final : public JobStore {
     // its own).
     int pool_size = 8;
     CommitterOptions committer;
+    // Holds the database's server lock while open, and refuses to open if
+    // another store holds it: one sdgd per database until shards are
+    // leased (two would run the same jobs).
+    bool sole_server = false;
+    // How long Open waits for the lock: a killed sdgd's session may take
+    // a moment to end.
+    absl::Duration server_lock_wait = absl::Seconds(15);
   };
   // Connects, migrates the schema and starts the committer.
   static absl::StatusOr<std::unique_ptr<PostgresJobStore>> Open(
@@ -65,8 +72,11 @@ class PostgresJobStore final : public JobStore {
 
  private:
   PostgresJobStore(std::shared_ptr<pg::Pool> pool,
-                   std::unique_ptr<PostgresCommitter> committer)
-      : pool_(std::move(pool)), committer_(std::move(committer)) {}
+                   std::unique_ptr<PostgresCommitter> committer,
+                   std::unique_ptr<pg::Connection> server_lock)
+      : pool_(std::move(pool)),
+        committer_(std::move(committer)),
+        server_lock_(std::move(server_lock)) {}
   absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewBuilder(
       std::string holder);
   // Drops `holder`'s hold on its dataset, and the dataset with its last.
@@ -75,6 +85,8 @@ class PostgresJobStore final : public JobStore {
 
   const std::shared_ptr<pg::Pool> pool_;
   const std::unique_ptr<PostgresCommitter> committer_;
+  // The session holding the server lock (sole_server), or null.
+  const std::unique_ptr<pg::Connection> server_lock_;
 };
 
 }  // namespace sdg

@@ -32,7 +32,7 @@ StoreKind PostgresStore() {
       "postgresql", true,
       [](const std::string& dir) -> absl::StatusOr<std::unique_ptr<JobStore>> {
         absl::StatusOr<std::string> conninfo =
-            testing::TestPostgres::Get().Database(DatabaseFor(dir));
+            testing::TestPostgres::Shared().Database(DatabaseFor(dir));
         if (!conninfo.ok()) return conninfo.status();
         PostgresJobStore::Options options;
         options.conninfo = *conninfo;
@@ -96,7 +96,7 @@ class PostgresStoreTest : public ::testing::Test {
     return versions;
   }
 
-  testing::TestPostgres& postgres_ = testing::TestPostgres::Get();
+  testing::TestPostgres& postgres_ = testing::TestPostgres::Shared();
   std::string database_;
   std::string conninfo_;
 };
@@ -151,6 +151,21 @@ TEST_F(PostgresStoreTest, ADatabaseMigratedByANewerSdgdIsRefused) {
               HasSubstr(absl::StrCat("the schema is at version 999, newer "
                                      "than this sdgd's ",
                                      LatestSchemaVersion())));
+}
+
+TEST_F(PostgresStoreTest,
+       ASecondServerOnTheDatabaseIsRefusedUntilTheFirstGoes) {
+  PostgresJobStore::Options options;
+  options.conninfo = conninfo_;
+  options.sole_server = true;
+  options.server_lock_wait = absl::Milliseconds(100);
+  auto first = PostgresJobStore::Open(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::Status second = PostgresJobStore::Open(options).status();
+  EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.message(), HasSubstr("is in use by another sdgd"));
+  first->reset();
+  EXPECT_TRUE(PostgresJobStore::Open(options).ok());
 }
 
 TEST_F(PostgresStoreTest, AWrongPasswordIsRefusedWithoutShowingIt) {

@@ -6,12 +6,16 @@
 #                                    PGDATA=, PGPORT=, PGUSER=, PGPASSWORD=
 #   pg_cluster.sh stop STATE_FILE    stops it (by its pid, through pg_ctl)
 #                                    and removes its directory
+#   pg_cluster.sh pause STATE_FILE   stops the server (pg_ctl -m fast), keeping
+#                                    its data: a database outage
+#   pg_cluster.sh resume STATE_FILE  starts it again on the same port
+#   pg_cluster.sh psql STATE_FILE ARGS...  runs its version's psql
 # Passwords are required on TCP (scram-sha-256), as in production. As root,
 # the server runs as the `postgres` user (initdb refuses root).
 set -euo pipefail
 
-command=${1:?usage: pg_cluster.sh start|stop STATE_FILE}
-state=${2:?usage: pg_cluster.sh start|stop STATE_FILE}
+command=${1:?usage: pg_cluster.sh start|stop|pause|resume STATE_FILE}
+state=${2:?usage: pg_cluster.sh start|stop|pause|resume STATE_FILE}
 
 bindir=$(pg_config --bindir 2> /dev/null || true)
 if [ ! -x "$bindir/initdb" ]; then
@@ -30,6 +34,15 @@ as_owner() {
   fi
 }
 
+# start_server ROOT PORT: postgres on 127.0.0.1:PORT, its socket in ROOT.
+start_server() {
+  as_owner "$bindir/pg_ctl" start -D "$1/data" -w -t 60 -l "$1/server.log" \
+    -o "-p $2 -k $1 -c listen_addresses=127.0.0.1 -c max_connections=200" \
+    > /dev/null 2>&1
+}
+
+state_value() { sed -n "s/^$1=//p" "$state"; }
+
 stop() {
   [ -f "$state" ] || return 0
   local data
@@ -44,6 +57,20 @@ stop() {
 case "$command" in
   stop)
     stop
+    ;;
+  psql)
+    shift 2
+    exec "$bindir/psql" "$@"
+    ;;
+  pause)
+    as_owner "$bindir/pg_ctl" stop -D "$(state_value PGDATA)" -m fast -w > /dev/null
+    ;;
+  resume)
+    data=$(state_value PGDATA)
+    start_server "$(dirname "$data")" "$(state_value PGPORT)" || {
+      cat "$(dirname "$data")/server.log" >&2
+      exit 1
+    }
     ;;
   start)
     stop  # a cluster left by an interrupted run
@@ -61,9 +88,7 @@ case "$command" in
     }
     for attempt in 1 2 3 4 5; do
       port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-      if as_owner "$bindir/pg_ctl" start -D "$data" -w -t 60 -l "$root/server.log" \
-        -o "-p $port -k $root -c listen_addresses=127.0.0.1 -c max_connections=200" \
-        > /dev/null 2>&1; then
+      if start_server "$root" "$port"; then
         printf 'PGDATA=%s\nPGPORT=%s\nPGUSER=sdg\nPGPASSWORD=%s\n' \
           "$data" "$port" "$password" > "$state"
         exit 0
@@ -74,7 +99,7 @@ case "$command" in
     exit 1
     ;;
   *)
-    echo "usage: pg_cluster.sh start|stop STATE_FILE" >&2
+    echo "usage: pg_cluster.sh start|stop|pause|resume STATE_FILE" >&2
     exit 2
     ;;
 esac
