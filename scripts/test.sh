@@ -50,16 +50,17 @@ if [ "${SDG_TIDY:-1}" != 0 ]; then
 fi
 
 # Sanitizer builds (SDG_SANITIZERS=0 skips them): AddressSanitizer + UBSan
-# over the unit, integration and end-to-end tests, ThreadSanitizer over the
-# unit and integration tests (the end-to-end tests run the same code in
-# child processes). The ops tests (deploy files, Prometheus) run once, above.
+# over the unit, integration, end-to-end and PostgreSQL store tests,
+# ThreadSanitizer over the unit, integration and PostgreSQL store tests (the
+# end-to-end tests run the same code in child processes). Tests that need
+# PostgreSQL share one throwaway server, ctest's postgres fixture. The ops tests (deploy files, Prometheus) run once, above.
 if [ "${SDG_SANITIZERS:-1}" != 0 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   # history_size=4: enough history that a report shows both stacks.
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$root/tests/tsan/suppressions.txt}
-  run_suite build/asan -L "unit|integration|e2e" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address -DSDG_WERROR=ON
-  run_suite build/tsan -L "unit|integration" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread -DSDG_WERROR=ON
+  run_suite build/asan -L "unit|integration|e2e|postgres" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=address -DSDG_WERROR=ON
+  run_suite build/tsan -L "unit|integration|postgres" -- -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSDG_SANITIZE=thread -DSDG_WERROR=ON
   # libFuzzer targets (clang, ASan + UBSan), each for SDG_FUZZ_SECONDS from
   # its committed seeds in tests/fuzz/corpus/; SDG_FUZZ=0 skips them.
   if [ "${SDG_FUZZ:-1}" != 0 ]; then

@@ -1,5 +1,6 @@
 #include "server/store/postgres_job_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,15 +35,43 @@ std::string JobHolder(const std::string& job_id) {
   return absl::StrCat("job:", job_id);
 }
 
+// Runs `attempt` until it succeeds, fails for good, or has failed on
+// transient errors (the database down, restarting, failing over) for
+// `limit`, backing off between attempts: a worker reading a shard's rows
+// waits out an outage, as the committer does, instead of failing the rows.
+template <typename T>
+absl::StatusOr<T> RetryTransient(
+    absl::Duration limit, absl::FunctionRef<absl::StatusOr<T>()> attempt) {
+  const absl::Time give_up = absl::Now() + limit;
+  absl::Duration backoff = absl::Milliseconds(100);
+  while (true) {
+    absl::StatusOr<T> result = attempt();
+    if (result.ok() || !pg::IsTransient(result.status()) ||
+        absl::Now() + backoff > give_up) {
+      return result;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
+  }
+}
+
 class PostgresDataset final : public Dataset {
  public:
-  PostgresDataset(std::shared_ptr<pg::Pool> pool, int64_t id, int64_t rows)
-      : pool_(std::move(pool)), id_(id), rows_(rows) {}
+  PostgresDataset(std::shared_ptr<pg::Pool> pool, int64_t id, int64_t rows,
+                  absl::Duration max_outage)
+      : pool_(std::move(pool)), id_(id), rows_(rows), max_outage_(max_outage) {}
 
   int64_t row_count() const override { return rows_; }
 
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       int64_t first, int64_t count) const override {
+    return RetryTransient<std::vector<google::protobuf::Struct>>(
+        max_outage_, [&] { return ReadRowsOnce(first, count); });
+  }
+
+ private:
+  absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRowsOnce(
+      int64_t first, int64_t count) const {
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
     SDG_ASSIGN_OR_RETURN(
         pg::Result result,
@@ -62,10 +91,10 @@ class PostgresDataset final : public Dataset {
     return rows;
   }
 
- private:
   const std::shared_ptr<pg::Pool> pool_;
   const int64_t id_;
   const int64_t rows_;
+  const absl::Duration max_outage_;
 };
 
 // Sends rows to dataset_rows in batches as they come; Finish makes the
@@ -74,8 +103,11 @@ class PostgresDataset final : public Dataset {
 class PostgresDatasetBuilder final : public DatasetBuilder {
  public:
   PostgresDatasetBuilder(std::shared_ptr<pg::Pool> pool, std::string holder,
-                         int64_t id)
-      : pool_(std::move(pool)), holder_(std::move(holder)), id_(id) {}
+                         int64_t id, absl::Duration max_outage)
+      : pool_(std::move(pool)),
+        holder_(std::move(holder)),
+        id_(id),
+        max_outage_(max_outage) {}
 
   ~PostgresDatasetBuilder() override {
     if (finished_) return;
@@ -127,7 +159,8 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
             .status());
     SDG_RETURN_IF_ERROR(transaction.Commit());
     finished_ = true;
-    return std::make_shared<PostgresDataset>(pool_, id_, info_.rows);
+    return std::make_shared<PostgresDataset>(pool_, id_, info_.rows,
+                                             max_outage_);
   }
 
  private:
@@ -158,6 +191,7 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
   const std::shared_ptr<pg::Pool> pool_;
   const std::string holder_;
   const int64_t id_;
+  const absl::Duration max_outage_;
   std::vector<std::string> batch_;
   size_t batch_bytes_ = 0;
   int64_t sent_ = 0;
@@ -227,10 +261,12 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     Log(LogLevel::kInfo, "PostgreSQL store open",
         {{"database", conn->name()}, {"schema", LatestSchemaVersion()}});
   }
+  const absl::Duration max_outage = options.committer.max_outage;
   auto committer = std::make_unique<PostgresCommitter>(
       options.conninfo, std::move(options.committer));
-  return std::unique_ptr<PostgresJobStore>(new PostgresJobStore(
-      std::move(pool), std::move(committer), std::move(server_lock)));
+  return std::unique_ptr<PostgresJobStore>(
+      new PostgresJobStore(std::move(pool), std::move(committer),
+                           std::move(server_lock), max_outage));
 }
 
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewBuilder(
@@ -242,8 +278,8 @@ absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewBuilder(
                  "RETURNING dataset",
                  pg::Params().Int64(ToNanos(absl::Now())),
                  "starting a dataset"));
-  return std::make_unique<PostgresDatasetBuilder>(pool_, std::move(holder),
-                                                  created.Int64(0, 0));
+  return std::make_unique<PostgresDatasetBuilder>(
+      pool_, std::move(holder), created.Int64(0, 0), max_outage_);
 }
 
 absl::Status PostgresJobStore::DropHolder(const std::string& holder) {
@@ -269,7 +305,7 @@ absl::StatusOr<std::shared_ptr<Dataset>> PostgresJobStore::OpenHeld(
                  pg::Params().Text(holder), "opening a dataset"));
   if (held.rows() == 0) return absl::NotFoundError(holder);
   return std::make_shared<PostgresDataset>(pool_, held.Int64(0, 0),
-                                           held.Int64(0, 1));
+                                           held.Int64(0, 1), max_outage_);
 }
 
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewJobDataset(

@@ -73,10 +73,12 @@ class PostgresJobStore final : public JobStore {
  private:
   PostgresJobStore(std::shared_ptr<pg::Pool> pool,
                    std::unique_ptr<PostgresCommitter> committer,
-                   std::unique_ptr<pg::Connection> server_lock)
+                   std::unique_ptr<pg::Connection> server_lock,
+                   absl::Duration max_outage)
       : pool_(std::move(pool)),
         committer_(std::move(committer)),
-        server_lock_(std::move(server_lock)) {}
+        server_lock_(std::move(server_lock)),
+        max_outage_(max_outage) {}
   absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewBuilder(
       std::string holder);
   // Drops `holder`'s hold on its dataset, and the dataset with its last.
@@ -87,6 +89,9 @@ class PostgresJobStore final : public JobStore {
   const std::unique_ptr<PostgresCommitter> committer_;
   // The session holding the server lock (sole_server), or null.
   const std::unique_ptr<pg::Connection> server_lock_;
+  // How long reads of datasets wait out a database outage (the committer's
+  // max_outage).
+  const absl::Duration max_outage_;
 };
 
 }  // namespace sdg

@@ -1,5 +1,6 @@
 // A job survives its server: sdgd killed (-9) or stopped (SIGTERM) at several
-// points of a 20,000-row job and started again on the same state_dir, while
+// points of a 20,000-row job and started again on the same store (state_dir,
+// or a PostgreSQL database on the test server), while
 // one `sdgctl generate` runs throughout. sdgctl exits 0, its output equals an
 // uninterrupted run's row for row, and after the restart exactly the shards
 // that were not committed are generated again.
@@ -13,10 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/free_port.h"
+#include "tests/testing/test_postgres.h"
 
 namespace sdg::testing {
 namespace {
@@ -36,6 +39,8 @@ struct KillPoint {
   bool torn_tail = false;  // append half a record to the log before restart
   // The last requests hang, so that the stop surely comes before the end.
   bool hang_last_requests = false;
+  // The store is PostgreSQL (--store_url_file), not the state_dir.
+  bool postgres = false;
 };
 
 // llmsim answers the first requests of the job and never the last four
@@ -138,6 +143,16 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
   if (point.hang_last_requests) {
     options.llmsim_args.push_back(HangTheLastRequests());
   }
+  const std::string url_file = MakeTempDir() + "/store_url";
+  if (point.postgres) {
+    TestPostgres& postgres = TestPostgres::Shared();
+    const std::string database =
+        "durability_" + absl::AsciiStrToLower(point.name);
+    ASSERT_TRUE(postgres.DropDatabase(database).ok());
+    ASSERT_TRUE(postgres.Database(database).ok());
+    WriteFile(url_file, postgres.Url(database) + "\n");
+    options.sdgd_args.push_back("--store_url_file=" + url_file);
+  }
   Start(options);
   WriteFile(stack_->dir() + "/in.jsonl", Dataset());
   auto client = stack_->StartSdgctl(GenerateArgs(stack_->dir(), "job"),
@@ -211,6 +226,17 @@ INSTANTIATE_TEST_SUITE_P(
                                 kRows - 4 * kBatchSize, false, true},
                       KillPoint{"KillWithATornTail", SIGKILL, kRows / 3, true},
                       KillPoint{"SigtermMidJob", SIGTERM, kRows / 2}),
+    [](const auto& info) { return info.param.name; });
+
+// The same on the PostgreSQL store (no torn tail: its log is rows).
+INSTANTIATE_TEST_SUITE_P(
+    PostgresKillPoints, DurabilityTest,
+    ::testing::Values(
+        KillPoint{"KillBeforeTheFirstCommit", SIGKILL, 0, false, false, true},
+        KillPoint{"KillMidJob", SIGKILL, kRows / 2, false, false, true},
+        KillPoint{"KillDuringTheLastShards", SIGKILL, kRows - 4 * kBatchSize,
+                  false, true, true},
+        KillPoint{"SigtermMidJob", SIGTERM, kRows / 2, false, false, true}),
     [](const auto& info) { return info.param.name; });
 
 TEST(StateDirTest, AStateDirThatCannotBeUsedStopsTheStartAndIsNamed) {
