@@ -19,8 +19,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "sdg/v1/generation.pb.h"
 
@@ -146,6 +148,77 @@ class LogProgress {
   std::optional<absl::Status> end_;
   absl::Status commit_error_;
   Callbacks waiters_;
+};
+
+// The part of a group-committed log that every implementation with a
+// committer shares: its mutex, its LogProgress, the commit-error callback,
+// and the EventLog methods that only read or wait on them. Implementations
+// add appending, reading and what their committer hands them.
+class CommittedLog : public EventLog {
+ public:
+  void End(absl::Status status) override {
+    LogProgress::Callbacks waiters;
+    {
+      absl::MutexLock lock(&mu_);
+      waiters = progress_.End(std::move(status));
+    }
+    for (auto& waiter : waiters) waiter();
+  }
+  void AwaitCommitted() override {
+    absl::MutexLock lock(&mu_);
+    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return progress_.all_committed() || !progress_.commit_error().ok();
+    };
+    mu_.Await(absl::Condition(&done));
+  }
+  void SetOnCommitError(std::function<void(absl::Status)> callback) override {
+    absl::MutexLock lock(&mu_);
+    on_commit_error_ = std::move(callback);
+  }
+  uint64_t last_sequence() const override {
+    absl::MutexLock lock(&mu_);
+    return progress_.committed();
+  }
+  absl::Status commit_error() const override {
+    absl::MutexLock lock(&mu_);
+    return progress_.commit_error();
+  }
+  bool NotifyAfter(uint64_t sequence, std::function<void()> callback) override {
+    absl::MutexLock lock(&mu_);
+    return progress_.Notify(sequence, std::move(callback));
+  }
+
+ protected:
+  explicit CommittedLog(uint64_t committed = 0) : progress_(committed) {}
+
+  // Reader::End for a reader that read up to `last_read`.
+  std::optional<absl::Status> EndFor(uint64_t last_read) const {
+    absl::MutexLock lock(&mu_);
+    return progress_.EndFor(last_read);
+  }
+  // For the committer: events up to `last` are committed, or (an error)
+  // never will be; wakes the waiters, and runs the commit-error callback
+  // once. Nothing after a first error counts.
+  void ReportCommit(uint64_t last, const absl::Status& status) {
+    LogProgress::Callbacks waiters;
+    std::function<void(absl::Status)> on_error;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!progress_.commit_error().ok()) return;
+      if (status.ok()) {
+        waiters = progress_.Committed(last);
+      } else {
+        waiters = progress_.Failed(status);
+        on_error = on_commit_error_;
+      }
+    }
+    for (auto& waiter : waiters) waiter();
+    if (on_error) on_error(status);
+  }
+
+  mutable absl::Mutex mu_;
+  LogProgress progress_ ABSL_GUARDED_BY(mu_);
+  std::function<void(absl::Status)> on_commit_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sdg

@@ -41,8 +41,7 @@ class FileEventLog::FileReader final : public EventLog::Reader {
 
   absl::StatusOr<std::optional<EncodedEvent>> Next() override;
   std::optional<absl::Status> End() const override {
-    absl::MutexLock lock(&log_->mu_);
-    return log_->progress_.EndFor(last_read_);
+    return log_->EndFor(last_read_);
   }
   uint64_t last_read() const override { return last_read_; }
   EventLog& log() const override { return *log_; }
@@ -166,39 +165,6 @@ void FileEventLog::AwaitRoom() {
   mu_.Await(absl::Condition(&has_room));
 }
 
-void FileEventLog::End(absl::Status status) {
-  LogProgress::Callbacks waiters;
-  {
-    absl::MutexLock lock(&mu_);
-    waiters = progress_.End(std::move(status));
-  }
-  for (auto& waiter : waiters) waiter();
-}
-
-void FileEventLog::AwaitCommitted() {
-  absl::MutexLock lock(&mu_);
-  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return progress_.all_committed() || !progress_.commit_error().ok();
-  };
-  mu_.Await(absl::Condition(&done));
-}
-
-void FileEventLog::SetOnCommitError(
-    std::function<void(absl::Status)> callback) {
-  absl::MutexLock lock(&mu_);
-  on_commit_error_ = std::move(callback);
-}
-
-uint64_t FileEventLog::last_sequence() const {
-  absl::MutexLock lock(&mu_);
-  return progress_.committed();
-}
-
-absl::Status FileEventLog::commit_error() const {
-  absl::MutexLock lock(&mu_);
-  return progress_.commit_error();
-}
-
 FileEventLog::Pending FileEventLog::TakePending() {
   absl::MutexLock lock(&mu_);
   queued_ = false;
@@ -207,21 +173,11 @@ FileEventLog::Pending FileEventLog::TakePending() {
 
 void FileEventLog::Committed(const Pending& pending,
                              const absl::Status& status) {
-  LogProgress::Callbacks waiters;
-  std::function<void(absl::Status)> on_error;
-  {
+  if (status.ok()) {
     absl::MutexLock lock(&mu_);
-    if (!progress_.commit_error().ok()) return;
-    if (status.ok()) {
-      waiters = progress_.Committed(pending.last_sequence);
-      committed_bytes_ += static_cast<int64_t>(pending.bytes.size());
-    } else {
-      waiters = progress_.Failed(status);
-      on_error = on_commit_error_;
-    }
+    committed_bytes_ += static_cast<int64_t>(pending.bytes.size());
   }
-  for (auto& waiter : waiters) waiter();
-  if (on_error) on_error(status);
+  ReportCommit(pending.last_sequence, status);
 }
 
 bool FileEventLog::Retry(const Pending& pending) {
@@ -229,12 +185,6 @@ bool FileEventLog::Retry(const Pending& pending) {
   pending_.insert(0, pending.bytes);
   // An append since TakePending may have queued it again already.
   return !std::exchange(queued_, true);
-}
-
-bool FileEventLog::NotifyAfter(uint64_t sequence,
-                               std::function<void()> callback) {
-  absl::MutexLock lock(&mu_);
-  return progress_.Notify(sequence, std::move(callback));
 }
 
 absl::StatusOr<std::unique_ptr<EventLog::Reader>> FileEventLog::Read(

@@ -25,7 +25,7 @@ namespace sdg {
 
 class LogCommitter;
 
-class FileEventLog final : public EventLog,
+class FileEventLog final : public CommittedLog,
                            public std::enable_shared_from_this<FileEventLog> {
  public:
   // Opens `path` for appending, creating it if missing. Every committed event
@@ -39,14 +39,8 @@ class FileEventLog final : public EventLog,
 
   uint64_t AppendGroup(absl::Span<v1::JobEvent> group) override;
   void AwaitRoom() override;
-  void End(absl::Status status) override;
-  void AwaitCommitted() override;
-  void SetOnCommitError(std::function<void(absl::Status)> callback) override;
-  uint64_t last_sequence() const override;
-  absl::Status commit_error() const override;
   absl::StatusOr<std::unique_ptr<Reader>> Read(
       uint64_t after_sequence) override;
-  bool NotifyAfter(uint64_t sequence, std::function<void()> callback) override;
 
  private:
   friend class LogCommitter;
@@ -72,13 +66,10 @@ class FileEventLog final : public EventLog,
   LogCommitter* const committer_;  // null for a finished log
   const UniqueFd fd_;              // the append fd; none for a finished log
 
-  mutable absl::Mutex mu_;
-  LogProgress progress_ ABSL_GUARDED_BY(mu_);
   std::string pending_ ABSL_GUARDED_BY(mu_);
   bool queued_ ABSL_GUARDED_BY(mu_) = false;  // with the committer
   int64_t committed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool scanned_ ABSL_GUARDED_BY(mu_) = true;
-  std::function<void(absl::Status)> on_commit_error_ ABSL_GUARDED_BY(mu_);
 };
 
 // The thread that commits file logs: a round takes every log with pending

@@ -14,8 +14,7 @@ class MemoryEventLog::MemoryReader final : public EventLog::Reader {
     return log_->events_[last_read_++];
   }
   std::optional<absl::Status> End() const override {
-    absl::MutexLock lock(&log_->mu_);
-    return log_->progress_.EndFor(last_read_);
+    return log_->EndFor(last_read_);
   }
   uint64_t last_read() const override { return last_read_; }
   EventLog& log() const override { return *log_; }
@@ -46,29 +45,9 @@ uint64_t MemoryEventLog::AppendGroup(absl::Span<v1::JobEvent> group) {
   return sequence;
 }
 
-void MemoryEventLog::End(absl::Status status) {
-  LogProgress::Callbacks waiters;
-  {
-    absl::MutexLock lock(&mu_);
-    waiters = progress_.End(std::move(status));
-  }
-  for (auto& waiter : waiters) waiter();
-}
-
-uint64_t MemoryEventLog::last_sequence() const {
-  absl::MutexLock lock(&mu_);
-  return progress_.committed();
-}
-
 absl::StatusOr<std::unique_ptr<EventLog::Reader>> MemoryEventLog::Read(
     uint64_t after_sequence) {
   return std::make_unique<MemoryReader>(shared_from_this(), after_sequence);
-}
-
-bool MemoryEventLog::NotifyAfter(uint64_t sequence,
-                                 std::function<void()> callback) {
-  absl::MutexLock lock(&mu_);
-  return progress_.Notify(sequence, std::move(callback));
 }
 
 }  // namespace sdg

@@ -13,30 +13,22 @@
 namespace sdg {
 
 class MemoryEventLog final
-    : public EventLog,
+    : public CommittedLog,
       public std::enable_shared_from_this<MemoryEventLog> {
  public:
   static std::shared_ptr<EventLog> Create();
 
+  // Committed on append: nothing waits, and committing does not fail.
   uint64_t AppendGroup(absl::Span<v1::JobEvent> group) override;
-  void AwaitRoom() override {}       // nothing waits to be committed
-  void AwaitCommitted() override {}  // committed on append
-  // Committing to memory does not fail.
-  void SetOnCommitError(std::function<void(absl::Status)>) override {}
-  void End(absl::Status status) override;
-  uint64_t last_sequence() const override;
-  absl::Status commit_error() const override { return absl::OkStatus(); }
+  void AwaitRoom() override {}
   absl::StatusOr<std::unique_ptr<Reader>> Read(
       uint64_t after_sequence) override;
-  bool NotifyAfter(uint64_t sequence, std::function<void()> callback) override;
 
  private:
   class MemoryReader;
   MemoryEventLog() = default;
 
-  mutable absl::Mutex mu_;
   std::vector<EncodedEvent> events_ ABSL_GUARDED_BY(mu_);  // events_[i]: i + 1
-  LogProgress progress_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sdg

@@ -43,8 +43,7 @@ class PostgresEventLog::TableReader final : public EventLog::Reader {
     return event;
   }
   std::optional<absl::Status> End() const override {
-    absl::MutexLock lock(&log_->mu_);
-    return log_->progress_.EndFor(last_read_);
+    return log_->EndFor(last_read_);
   }
   uint64_t last_read() const override { return last_read_; }
   EventLog& log() const override { return *log_; }
@@ -104,10 +103,10 @@ std::shared_ptr<PostgresEventLog> PostgresEventLog::OpenFinished(
 PostgresEventLog::PostgresEventLog(std::shared_ptr<pg::Pool> pool,
                                    PostgresCommitter* committer,
                                    std::string job_id, uint64_t committed)
-    : pool_(std::move(pool)),
+    : CommittedLog(committed),
+      pool_(std::move(pool)),
       committer_(committer),
-      job_id_(std::move(job_id)),
-      progress_(committed) {}
+      job_id_(std::move(job_id)) {}
 
 uint64_t PostgresEventLog::AppendGroup(absl::Span<v1::JobEvent> group) {
   uint64_t sequence = 0;
@@ -140,64 +139,22 @@ void PostgresEventLog::AwaitRoom() {
   mu_.Await(absl::Condition(&has_room));
 }
 
-void PostgresEventLog::End(absl::Status status) {
-  LogProgress::Callbacks waiters;
-  {
-    absl::MutexLock lock(&mu_);
-    waiters = progress_.End(std::move(status));
-  }
-  for (auto& waiter : waiters) waiter();
-}
-
-void PostgresEventLog::AwaitCommitted() {
-  absl::MutexLock lock(&mu_);
-  auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return progress_.all_committed() || !progress_.commit_error().ok();
-  };
-  mu_.Await(absl::Condition(&done));
-}
-
-void PostgresEventLog::SetOnCommitError(
-    std::function<void(absl::Status)> callback) {
-  absl::MutexLock lock(&mu_);
-  on_commit_error_ = std::move(callback);
-}
-
-uint64_t PostgresEventLog::last_sequence() const {
-  absl::MutexLock lock(&mu_);
-  return progress_.committed();
-}
-
-absl::Status PostgresEventLog::commit_error() const {
-  absl::MutexLock lock(&mu_);
-  return progress_.commit_error();
-}
-
 std::vector<EventLog::EncodedEvent> PostgresEventLog::TakePending() {
   absl::MutexLock lock(&mu_);
   queued_ = false;
   return std::exchange(pending_, {});
 }
 
-void PostgresEventLog::Committed(uint64_t last, const absl::Status& status) {
-  LogProgress::Callbacks waiters;
-  std::function<void(absl::Status)> on_error;
-  {
+void PostgresEventLog::Committed(const std::vector<EncodedEvent>& events,
+                                 const absl::Status& status) {
+  if (events.empty()) return;
+  if (status.ok()) {
     absl::MutexLock lock(&mu_);
-    if (!progress_.commit_error().ok()) return;
-    if (status.ok()) {
-      waiters = progress_.Committed(last);
-      uncommitted_bytes_ = 0;
-      for (const EncodedEvent& event : pending_) {
-        uncommitted_bytes_ += event.bytes.size();
-      }
-    } else {
-      waiters = progress_.Failed(status);
-      on_error = on_commit_error_;
+    for (const EncodedEvent& event : events) {
+      uncommitted_bytes_ -= event.bytes.size();
     }
   }
-  for (auto& waiter : waiters) waiter();
-  if (on_error) on_error(status);
+  ReportCommit(events.back().sequence, status);
 }
 
 bool PostgresEventLog::Retry(std::vector<EncodedEvent> events) {
@@ -206,12 +163,6 @@ bool PostgresEventLog::Retry(std::vector<EncodedEvent> events) {
                 std::make_move_iterator(pending_.end()));
   pending_ = std::move(events);
   return !std::exchange(queued_, true);
-}
-
-bool PostgresEventLog::NotifyAfter(uint64_t sequence,
-                                   std::function<void()> callback) {
-  absl::MutexLock lock(&mu_);
-  return progress_.Notify(sequence, std::move(callback));
 }
 
 absl::Status PostgresEventLog::LoadEndLocked() {
@@ -301,9 +252,8 @@ std::vector<std::shared_ptr<PostgresEventLog>> PostgresCommitter::CommitRound(
   error = Insert(logs, events);
   std::vector<std::shared_ptr<PostgresEventLog>> retry;
   for (size_t i = 0; i < logs.size(); ++i) {
-    const uint64_t last = events[i].empty() ? 0 : events[i].back().sequence;
     if (error.ok()) {
-      if (last != 0) logs[i]->Committed(last, error);
+      logs[i]->Committed(events[i], error);
     } else if (!last_try && pg::IsTransient(error) &&
                schedule_.options().max_outage > absl::ZeroDuration()) {
       if (logs[i]->Retry(std::move(events[i]))) retry.push_back(logs[i]);
@@ -311,7 +261,7 @@ std::vector<std::shared_ptr<PostgresEventLog>> PostgresCommitter::CommitRound(
       Log(LogLevel::kError, "PostgreSQL event log: commit failed",
           {{"job_id", logs[i]->job_id_},
            {"error", std::string(error.message())}});
-      logs[i]->Committed(last, error);
+      logs[i]->Committed(events[i], error);
     }
   }
   return retry;

@@ -26,7 +26,7 @@ namespace sdg {
 class PostgresCommitter;
 
 class PostgresEventLog final
-    : public EventLog,
+    : public CommittedLog,
       public std::enable_shared_from_this<PostgresEventLog> {
  public:
   // The log of `job_id` whose events up to `committed` are in the table.
@@ -41,14 +41,8 @@ class PostgresEventLog final
 
   uint64_t AppendGroup(absl::Span<v1::JobEvent> group) override;
   void AwaitRoom() override;
-  void End(absl::Status status) override;
-  void AwaitCommitted() override;
-  void SetOnCommitError(std::function<void(absl::Status)> callback) override;
-  uint64_t last_sequence() const override;
-  absl::Status commit_error() const override;
   absl::StatusOr<std::unique_ptr<Reader>> Read(
       uint64_t after_sequence) override;
-  bool NotifyAfter(uint64_t sequence, std::function<void()> callback) override;
 
  private:
   friend class PostgresCommitter;
@@ -58,9 +52,10 @@ class PostgresEventLog final
 
   // For the committer: takes what is pending.
   std::vector<EncodedEvent> TakePending();
-  // For the committer: events up to `last` are in the table, or (error)
-  // will never be.
-  void Committed(uint64_t last, const absl::Status& status);
+  // For the committer: `events` are in the table, or (error) will never
+  // be.
+  void Committed(const std::vector<EncodedEvent>& events,
+                 const absl::Status& status);
   // For the committer: `events` failed to get there and go back before
   // what was appended since. True if the committer is to queue the log
   // again (false: an append queued it already).
@@ -72,13 +67,11 @@ class PostgresEventLog final
   PostgresCommitter* const committer_;  // null for a finished log
   const std::string job_id_;
 
-  mutable absl::Mutex mu_;
-  LogProgress progress_ ABSL_GUARDED_BY(mu_);
   std::vector<EncodedEvent> pending_ ABSL_GUARDED_BY(mu_);
+  // Bytes appended and not yet committed (pending or in a round).
   size_t uncommitted_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool queued_ ABSL_GUARDED_BY(mu_) = false;  // with the committer
   bool loaded_ ABSL_GUARDED_BY(mu_) = true;   // a finished log's end known
-  std::function<void(absl::Status)> on_commit_error_ ABSL_GUARDED_BY(mu_);
 };
 
 // The thread that commits PostgreSQL logs: a round takes every log with

@@ -27,6 +27,15 @@ absl::Time FromNanos(int64_t nanos) {
   return nanos == 0 ? absl::InfinitePast() : absl::FromUnixNanos(nanos);
 }
 
+// Drops holder $1's hold on its dataset, and the dataset with its last
+// holder (the CTE's snapshot still shows $1, hence `h.holder <> $1`).
+constexpr char kDropHolder[] =
+    "WITH gone AS (DELETE FROM dataset_holders WHERE holder = $1 "
+    "RETURNING dataset) "
+    "DELETE FROM datasets d USING gone WHERE d.dataset = gone.dataset "
+    "AND NOT EXISTS (SELECT 1 FROM dataset_holders h "
+    "WHERE h.dataset = d.dataset AND h.holder <> $1)";
+
 std::string UploadHolder(const std::string& dataset_id) {
   return absl::StrCat("upload:", dataset_id);
 }
@@ -142,16 +151,9 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
                    pg::Params().Int64(id_).Int64(info_.rows).Int64(bytes_),
                    "finishing a dataset")
             .status());
-    SDG_RETURN_IF_ERROR(
-        conn->Exec(
-                "WITH gone AS (DELETE FROM dataset_holders WHERE holder = $1 "
-                "RETURNING dataset) "
-                "DELETE FROM datasets d USING gone "
-                "WHERE d.dataset = gone.dataset AND NOT EXISTS (SELECT 1 "
-                "FROM dataset_holders h WHERE h.dataset = d.dataset "
-                "AND h.holder <> $1)",
-                pg::Params().Text(holder_), "replacing a dataset")
-            .status());
+    SDG_RETURN_IF_ERROR(conn->Exec(kDropHolder, pg::Params().Text(holder_),
+                                   "replacing a dataset")
+                            .status());
     SDG_RETURN_IF_ERROR(
         conn->Exec("INSERT INTO dataset_holders (holder, dataset) "
                    "VALUES ($1, $2)",
@@ -285,13 +287,7 @@ absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewBuilder(
 absl::Status PostgresJobStore::DropHolder(const std::string& holder) {
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
   return conn
-      ->Exec(
-          "WITH gone AS (DELETE FROM dataset_holders WHERE holder = $1 "
-          "RETURNING dataset) "
-          "DELETE FROM datasets d USING gone WHERE d.dataset = gone.dataset "
-          "AND NOT EXISTS (SELECT 1 FROM dataset_holders h "
-          "WHERE h.dataset = d.dataset AND h.holder <> $1)",
-          pg::Params().Text(holder), "removing a dataset")
+      ->Exec(kDropHolder, pg::Params().Text(holder), "removing a dataset")
       .status();
 }
 
