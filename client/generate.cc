@@ -138,8 +138,7 @@ v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
 }
 
 absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
-                                  const GenerateOptions& options,
-                                  std::string* job_id_sent) {
+                                  const GenerateOptions& options) {
   auto stub = v1::GenerationService::NewStub(
       std::shared_ptr<grpc::Channel>(&channel, [](grpc::Channel*) {}));
   absl::StatusOr<v1::Dataset> dataset;
@@ -162,13 +161,6 @@ absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
       CallWithReconnect(options.follow, [&](grpc::ClientContext& context) {
         return stub->CreateJob(&context, request, &job);
       });
-  if (created.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    if (job_id_sent != nullptr) *job_id_sent = with_id.job_id;
-    return absl::UnavailableError(absl::StrCat(
-        created.error_message(), "; job ", with_id.job_id,
-        " may have been created before sdgd went away: sdgctl watch ",
-        with_id.job_id));
-  }
   if (!created.ok()) return FromGrpcStatus(created);
   return job;
 }
@@ -330,15 +322,8 @@ absl::StatusOr<GenerateSummary> RunGenerate(
   absl::StatusOr<std::vector<JsonRow>> inputs =
       ReadJsonlRows(options.input_path);
   if (!inputs.ok()) return inputs.status();
-  std::string job_id_sent;
-  absl::StatusOr<v1::Job> job = SubmitJob(channel, options, &job_id_sent);
-  if (!job.ok() && job_id_sent.empty()) return job.status();
-  if (!job.ok()) {
-    // sdgd went away while creating the job, which it may have stored: it
-    // is followed as any job is (its rows have not failed), by its id.
-    job = v1::Job();
-    job->set_job_id(job_id_sent);
-  }
+  absl::StatusOr<v1::Job> job = SubmitJob(channel, options);
+  if (!job.ok()) return job.status();
   on_created(job->job_id());
 
   GenerateSummary summary;

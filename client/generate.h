@@ -73,12 +73,9 @@ v1::GenerateJobRequest BuildRequest(const GenerateOptions& options,
                                     const std::string& dataset_id);
 
 // Uploads the input and creates the job (again, with the same job_id, if
-// sdgd restarts meanwhile). Returns the job as created. If sdgd became
-// unreachable while creating it (it may have stored the job), the error is
-// UNAVAILABLE naming the job, and `job_id_sent`, if given, is set to it.
+// sdgd restarts meanwhile). Returns the job as created.
 absl::StatusOr<v1::Job> SubmitJob(grpc::Channel& channel,
-                                  const GenerateOptions& options,
-                                  std::string* job_id_sent = nullptr);
+                                  const GenerateOptions& options);
 
 // Fails before the job exists if the input file is unreadable or not JSON
 // lines, and when the server rejects the job (its status, e.g.
