@@ -64,6 +64,33 @@ absl::Status CheckAndDefault(ServerOptions& options) {
   return absl::OkStatus();
 }
 
+// The store the options name: the caller's, memory (ephemeral), PostgreSQL
+// (database) or SQLite + files under state_dir. `on_health` hears when
+// commits stop and start working.
+absl::StatusOr<std::shared_ptr<JobStore>> OpenStore(
+    const ServerOptions& opts,
+    std::function<void(bool up, const absl::Status& error)> on_health) {
+  if (opts.store != nullptr) return opts.store;
+  if (opts.ephemeral) return std::make_shared<MemoryJobStore>();
+  CommitterOptions committer;
+  committer.max_outage = opts.store_outage_limit;
+  committer.on_health = std::move(on_health);
+  if (!opts.database.empty()) {
+    PostgresJobStore::Options store_options;
+    store_options.conninfo = opts.database;
+    store_options.committer = std::move(committer);
+    store_options.sole_server = true;
+    absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
+        PostgresJobStore::Open(std::move(store_options));
+    if (!store.ok()) return store.status();
+    return std::shared_ptr<JobStore>(*std::move(store));
+  }
+  absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
+      SqliteJobStore::Open(opts.state_dir, std::move(committer));
+  if (!store.ok()) return store.status();
+  return std::shared_ptr<JobStore>(*std::move(store));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
@@ -101,35 +128,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
     server->backends_.push_back(std::move(backend));
   }
 
-  if (opts.store != nullptr) {
-    server->store_ = opts.store;
-  } else if (opts.ephemeral) {
-    server->store_ = std::make_unique<MemoryJobStore>();
-  } else {
-    CommitterOptions committer;
-    committer.max_outage = opts.store_outage_limit;
-    committer.on_health = [&metrics = server->metrics_,
-                           &ready = *server->metrics_server_](
-                              bool up, const absl::Status&) {
-      metrics.StoreUp(up);
-      ready.SetStoreUp(up);
-    };
-    if (!opts.database.empty()) {
-      PostgresJobStore::Options store_options;
-      store_options.conninfo = opts.database;
-      store_options.committer = std::move(committer);
-      store_options.sole_server = true;
-      absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
-          PostgresJobStore::Open(std::move(store_options));
-      if (!store.ok()) return store.status();
-      server->store_ = *std::move(store);
-    } else {
-      absl::StatusOr<std::unique_ptr<SqliteJobStore>> store =
-          SqliteJobStore::Open(opts.state_dir, std::move(committer));
-      if (!store.ok()) return store.status();
-      server->store_ = *std::move(store);
-    }
-  }
+  absl::StatusOr<std::shared_ptr<JobStore>> store = OpenStore(
+      opts, [&metrics = server->metrics_, &ready = *server->metrics_server_](
+                bool up, const absl::Status&) {
+        metrics.StoreUp(up);
+        ready.SetStoreUp(up);
+      });
+  if (!store.ok()) return store.status();
+  server->store_ = *std::move(store);
 
   absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =
       Authenticator::Create(opts.auth, server->metrics_);
