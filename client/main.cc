@@ -232,6 +232,9 @@ int Generate(grpc::Channel& channel, sdg::v1::GenerationService::Stub& stub,
   sdg::CallStopper stopper;
   absl::StatusOr<sdg::GenerateSummary> summary = sdg::RunGenerate(
       channel, *options, std::cerr, stopper, [&](const std::string& job_id) {
+        // The id first: with it the job can be followed from anywhere,
+        // whatever happens to this call.
+        std::cerr << "sdgctl: job " << job_id << " created\n";
         interrupt.Set([&stub, &stopper, job_id, detach] {
           if (detach) {
             std::cerr << "\nsdgctl: job " << job_id

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
@@ -151,8 +152,11 @@ TEST_F(ShutdownTest, RowsNotYetGeneratedWhenSdgdIsGoneAreNotCalledFailed) {
        "--template={{q}}", "--batch_size=1", "--reconnect_for=1s"},
       stack_->dir() + "/gone.stderr");
   ASSERT_TRUE(client.ok()) << client.status();
+  // Killed once sdgctl has the job (llmsim may see its first request before
+  // CreateJob's answer reaches sdgctl) and a request is in flight.
   ASSERT_TRUE(Eventually([&] {
-    return json::parse(stack_->LlmsimStats())["in_flight"].get<int>() >= 1;
+    return absl::StrContains(Stderr("gone"), " created\n") &&
+           json::parse(stack_->LlmsimStats())["in_flight"].get<int>() >= 1;
   }));
   stack_->sdgd().Signal(SIGKILL);
   stack_->sdgd().Wait();
