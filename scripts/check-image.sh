@@ -102,13 +102,26 @@ else
 fi
 
 # --- The image --------------------------------------------------------------
+# A build killed midway (a CI timeout, a stopped machine) leaves buildah's
+# working containers in podman's store; the images they hold cannot be
+# pruned. They are removed here when no other build is running.
+if ! pgrep -f 'podman .*build|buildah' > /dev/null; then
+  podman_ ps -a --external --format '{{.ID}} {{.Names}}' \
+    | awk '$2 ~ /-working-container$/ {print $1}' \
+    | while read -r id; do
+        step "removing $id, a working container left by a killed build"
+        podman_ rm -f "$id" > /dev/null
+      done
+fi
 step "building $image (both stages; the unit tests run in the first)"
 start=$(date +%s)
 podman_ build --pull=never --isolation chroot --network host \
   -f docker/Dockerfile -t "$image" . > "$work/build.log" 2>&1 \
   || fail "podman build failed"
 # The build stage's image is left untagged; only its cached layers are kept.
-podman_ image prune -f > /dev/null
+# Tidying is not the check: an image another build still uses stays.
+podman_ image prune -f > "$work/prune.log" 2>&1 \
+  || step "kept untagged images in use: $(tail -1 "$work/prune.log")"
 size=$(podman_ image inspect --format '{{.Size}}' "$image")
 step "built in $(( $(date +%s) - start )) s; $image is $(( size / 1000000 )) MB"
 
