@@ -1,9 +1,11 @@
 // sdgd: parses flags, wires the server, turns signals into shutdown.
 #include <curl/curl.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +65,11 @@ ABSL_FLAG(std::string, store, "",
 ABSL_FLAG(std::string, store_url_file, "",
           "a file holding --store's value, which may carry the password "
           "(e.g. a Kubernetes Secret mounted as a file)");
+ABSL_FLAG(absl::Duration, replica_lease, absl::Seconds(10),
+          "with --store: replicas sharing the database elect the active one "
+          "by a lease it renews every third of this; the others wait as "
+          "standbys (/readyz 503) and one takes over this long after the "
+          "active dies, at once after it stops");
 ABSL_FLAG(bool, ephemeral, false,
           "keep jobs in memory only: nothing survives a restart");
 ABSL_FLAG(std::string, data_root, "",
@@ -214,6 +221,11 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   absl::StatusOr<std::string> database = DatabaseFromFlags();
   if (!database.ok()) return database.status();
   options.database = *std::move(database);
+  options.replica_lease = absl::GetFlag(FLAGS_replica_lease);
+  if (options.replica_lease < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        "--replica_lease must be at least 1s (renewed every third of it)");
+  }
   if (!options.database.empty() && options.ephemeral) {
     return absl::InvalidArgumentError(
         "--ephemeral keeps jobs in memory; it cannot be given with --store");
@@ -280,13 +292,20 @@ int main(int argc, char** argv) {
           ? absl::OnDeadlockCycle::kAbort
           : absl::OnDeadlockCycle::kIgnore);
 
-  // Before any other thread exists, so that every thread inherits the mask.
+  // The first signal, or another replica taking this one's lease over,
+  // asks for the shutdown (once).
   absl::Notification shutdown_requested;
+  std::once_flag shutdown_once;
+  auto request_shutdown = [&] {
+    std::call_once(shutdown_once, [&] { shutdown_requested.Notify(); });
+  };
+  std::atomic<bool> lease_lost{false};
   sdg::Server* running = nullptr;
   absl::Mutex running_mu;
+  // Before any other thread exists, so that every thread inherits the mask.
   sdg::SignalWatcher signals([&](int count) {
     if (count == 1) {
-      shutdown_requested.Notify();
+      request_shutdown();
       return;
     }
     absl::MutexLock lock(&running_mu);
@@ -301,8 +320,19 @@ int main(int argc, char** argv) {
                  std::string(options.status().message()).c_str());
     return 2;
   }
+  options->stop_waiting = &shutdown_requested;
+  options->on_lease_lost = [&](const absl::Status&) {
+    lease_lost = true;
+    request_shutdown();
+  };
   absl::StatusOr<std::unique_ptr<sdg::Server>> server =
       sdg::Server::Create(*options);
+  if (!server.ok() && absl::IsCancelled(server.status()) &&
+      shutdown_requested.HasBeenNotified()) {
+    sdg::Log(sdg::LogLevel::kInfo, "sdgd stopped while a standby");
+    curl_global_cleanup();
+    return 0;
+  }
   if (!server.ok()) {
     std::fprintf(stderr, "sdgd: %s\n",
                  std::string(server.status().message()).c_str());
@@ -336,12 +366,21 @@ int main(int argc, char** argv) {
   }
 
   shutdown_requested.WaitForNotification();
-  (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
+  // A replica whose lease was taken over stops at once: its jobs run on
+  // the replica that took it, and nothing it writes would commit.
+  (*server)->Shutdown(lease_lost ? absl::ZeroDuration()
+                                 : absl::GetFlag(FLAGS_shutdown_grace));
   {
     absl::MutexLock lock(&running_mu);
     running = nullptr;
   }
   server->reset();
   curl_global_cleanup();
+  if (lease_lost) {
+    std::fprintf(stderr,
+                 "sdgd: another replica took over the replica lease; this "
+                 "one stopped (started again, it waits as a standby)\n");
+    return 1;
+  }
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/store/memory_job_store.h"
 #include "server/store/postgres_job_store.h"
+#include "server/store/replica_lease.h"
 #include "server/store/sqlite_job_store.h"
 
 namespace sdg {
@@ -66,10 +67,12 @@ absl::Status CheckAndDefault(ServerOptions& options) {
 
 // The store the options name: the caller's, memory (ephemeral), PostgreSQL
 // (database) or SQLite + files under state_dir. `on_health` hears when
-// commits stop and start working.
+// commits stop and start working; `on_standby`, when another replica holds
+// the database's lease and this one waits.
 absl::StatusOr<std::shared_ptr<JobStore>> OpenStore(
     const ServerOptions& opts,
-    std::function<void(bool up, const absl::Status& error)> on_health) {
+    std::function<void(bool up, const absl::Status& error)> on_health,
+    std::function<void(const std::string& active)> on_standby) {
   if (opts.store != nullptr) return opts.store;
   if (opts.ephemeral) return std::make_shared<MemoryJobStore>();
   CommitterOptions committer;
@@ -79,7 +82,12 @@ absl::StatusOr<std::shared_ptr<JobStore>> OpenStore(
     PostgresJobStore::Options store_options;
     store_options.conninfo = opts.database;
     store_options.committer = std::move(committer);
-    store_options.sole_server = true;
+    ReplicaLease::Options lease;
+    lease.ttl = opts.replica_lease;
+    lease.on_lost = opts.on_lease_lost;
+    lease.stop_waiting = opts.stop_waiting;
+    lease.on_standby = std::move(on_standby);
+    store_options.replica_lease = std::move(lease);
     absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
         PostgresJobStore::Open(std::move(store_options));
     if (!store.ok()) return store.status();
@@ -133,9 +141,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
                 bool up, const absl::Status&) {
         metrics.StoreUp(up);
         ready.SetStoreUp(up);
+      },
+      // A standby is alive (/healthz) and not ready (/readyz).
+      [&ready = *server->metrics_server_](const std::string&) {
+        ready.SetReady(false);
       });
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
+  server->metrics_server_->SetReady(true);
 
   absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =
       Authenticator::Create(opts.auth, server->metrics_);

@@ -6,11 +6,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/executor.h"
 #include "server/api/authenticator.h"
@@ -58,6 +60,14 @@ struct ServerOptions {
   // The PostgreSQL store instead (a libpq conninfo or postgresql:// URL,
   // which may hold a password: never logged); empty: state_dir.
   std::string database;
+  // With database: replicas sharing it elect the active one by a lease of
+  // this length (replica_lease.h); Create waits as a standby meanwhile.
+  absl::Duration replica_lease = absl::Seconds(10);
+  // Ends a standby's wait: Create returns CANCELLED.
+  const absl::Notification* stop_waiting = nullptr;
+  // Runs once (any thread) if another replica takes the lease over: this
+  // server must stop at once, since its jobs now run there.
+  std::function<void(const absl::Status&)> on_lease_lost;
   // How long the state_dir's event logs retry failing commits (jobs paused
   // meanwhile) before their jobs are suspended.
   absl::Duration store_outage_limit = absl::Minutes(5);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
+#include "base/status_macros.h"
 
 namespace sdg {
 namespace {
@@ -191,8 +192,10 @@ absl::StatusOr<std::unique_ptr<EventLog::Reader>> PostgresEventLog::Read(
 }
 
 PostgresCommitter::PostgresCommitter(std::string conninfo,
-                                     CommitterOptions options)
+                                     CommitterOptions options,
+                                     ReplicaLease* lease)
     : conninfo_(std::move(conninfo)),
+      lease_(lease),
       schedule_(std::move(options), "PostgreSQL event log"),
       thread_([this] { Loop(); }) {}
 
@@ -290,20 +293,33 @@ absl::Status PostgresCommitter::Insert(
     if (!conn.ok()) return conn.status();
     conn_ = *std::move(conn);
   }
+  pg::Params params;
+  params.TextArray(job_ids).Int64Array(sequences).Int32Array(cases).BytesArray(
+      bytes);
   // One statement: one transaction for the whole round. A row a failed
   // round did commit (its answer lost with the connection) is kept once.
-  return conn_
-      ->Exec(
-          "INSERT INTO job_events (job_id, sequence, event_case, event) "
-          "SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], "
-          "$4::bytea[]) ON CONFLICT (job_id, sequence) DO NOTHING",
-          pg::Params()
-              .TextArray(job_ids)
-              .Int64Array(sequences)
-              .Int32Array(cases)
-              .BytesArray(bytes),
-          "committing events")
-      .status();
+  constexpr absl::string_view kInsert =
+      "INSERT INTO job_events (job_id, sequence, event_case, event) "
+      "SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], "
+      "$4::bytea[])";
+  constexpr absl::string_view kOnConflict =
+      " ON CONFLICT (job_id, sequence) DO NOTHING";
+  if (lease_ == nullptr) {
+    return conn_
+        ->Exec(absl::StrCat(kInsert, kOnConflict), params, "committing events")
+        .status();
+  }
+  // Fenced: nothing is inserted unless the lease is still this replica's,
+  // and a takeover waits for the round (the fence holds the lease's row).
+  lease_->AddFenceParams(params);
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result fence,
+      conn_->Exec(absl::StrCat("WITH ", ReplicaLease::Fence(5), ", added AS (",
+                               kInsert, " WHERE EXISTS (SELECT 1 FROM fence)",
+                               kOnConflict, ") SELECT 1 FROM fence"),
+                  params, "committing events"));
+  if (fence.rows() == 0) return lease_->Lost("committing events");
+  return absl::OkStatus();
 }
 
 }  // namespace sdg

@@ -20,6 +20,7 @@
 #include "server/store/commit_schedule.h"
 #include "server/store/event_log.h"
 #include "server/store/postgres.h"
+#include "server/store/replica_lease.h"
 
 namespace sdg {
 
@@ -80,7 +81,10 @@ class PostgresEventLog final
 // outage past max_outage, fail the round's logs.
 class PostgresCommitter {
  public:
-  PostgresCommitter(std::string conninfo, CommitterOptions options);
+  // `lease` (null: none) fences every round: a round commits only while
+  // the lease is this replica's. It outlives the committer.
+  PostgresCommitter(std::string conninfo, CommitterOptions options,
+                    ReplicaLease* lease = nullptr);
   // Commits what is pending (one last attempt), then stops.
   ~PostgresCommitter();
 
@@ -101,6 +105,7 @@ class PostgresCommitter {
       const std::vector<std::vector<EventLog::EncodedEvent>>& events);
 
   const std::string conninfo_;
+  ReplicaLease* const lease_;
   CommitSchedule schedule_;
   // The committer's own connection (touched only by its thread).
   std::unique_ptr<pg::Connection> conn_;

@@ -16,8 +16,6 @@ constexpr size_t kRowBatchBytes = 1 << 20;
 // Rows of an upload or a job's dataset that never finished (a crash
 // mid-upload) go after this long.
 constexpr absl::Duration kUnfinishedDatasetAge = absl::Hours(24);
-// pg_advisory_lock's key for Options::sole_server: "sdgs" in ASCII.
-constexpr int64_t kServerLock = 0x73646773;
 
 int64_t ToNanos(absl::Time time) {
   return time == absl::InfinitePast() ? 0 : absl::ToUnixNanos(time);
@@ -226,30 +224,6 @@ JobRecord RecordFrom(const pg::Result& rows, int i) {
 absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     Options options) {
   SDG_RETURN_IF_ERROR(pg::CheckConninfo(options.conninfo));
-  std::unique_ptr<pg::Connection> server_lock;
-  if (options.sole_server) {
-    SDG_ASSIGN_OR_RETURN(server_lock, pg::Connection::Open(options.conninfo));
-    // A killed sdgd's session may take a moment to end: wait for its lock
-    // a while, in the server (lock_timeout).
-    SDG_RETURN_IF_ERROR(server_lock
-                            ->Exec(absl::StrCat("SET lock_timeout = ",
-                                                absl::ToInt64Milliseconds(
-                                                    options.server_lock_wait)),
-                                   "setting the server lock's wait")
-                            .status());
-    absl::Status locked =
-        server_lock
-            ->Exec("SELECT pg_advisory_lock($1)",
-                   pg::Params().Int64(kServerLock), "taking the server lock")
-            .status();
-    if (!locked.ok()) {
-      if (pg::IsTransient(locked)) return locked;
-      return absl::FailedPreconditionError(absl::StrCat(
-          "PostgreSQL (", server_lock->name(),
-          ") is in use by another sdgd; until shards are leased, give each "
-          "sdgd its own database"));
-    }
-  }
   auto pool = std::make_shared<pg::Pool>(options.conninfo, options.pool_size);
   {
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool->Acquire());
@@ -263,12 +237,19 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     Log(LogLevel::kInfo, "PostgreSQL store open",
         {{"database", conn->name()}, {"schema", LatestSchemaVersion()}});
   }
+  // After migrating: the lease's table is in the schema.
+  std::unique_ptr<ReplicaLease> lease;
+  if (options.replica_lease.has_value()) {
+    options.replica_lease->conninfo = options.conninfo;
+    SDG_ASSIGN_OR_RETURN(lease,
+                         ReplicaLease::Acquire(*std::move(options.replica_lease)));
+  }
   const absl::Duration max_outage = options.committer.max_outage;
   auto committer = std::make_unique<PostgresCommitter>(
-      options.conninfo, std::move(options.committer));
+      options.conninfo, std::move(options.committer), lease.get());
   return std::unique_ptr<PostgresJobStore>(
-      new PostgresJobStore(std::move(pool), std::move(committer),
-                           std::move(server_lock), max_outage));
+      new PostgresJobStore(std::move(pool), std::move(lease),
+                           std::move(committer), max_outage));
 }
 
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewBuilder(
@@ -400,55 +381,78 @@ absl::StatusOr<int> PostgresJobStore::PruneUploads(absl::Time cutoff) {
   return static_cast<int>(expired.size());
 }
 
+absl::Status PostgresJobStore::WriteFenced(
+    pg::Connection& conn, const char* doing,
+    absl::FunctionRef<absl::Status()> write) {
+  SDG_ASSIGN_OR_RETURN(pg::Transaction transaction,
+                       pg::Transaction::Begin(conn));
+  if (lease_ != nullptr) {
+    pg::Params params;
+    lease_->AddFenceParams(params);
+    SDG_ASSIGN_OR_RETURN(
+        pg::Result fence,
+        conn.Exec(absl::StrCat("WITH ", ReplicaLease::Fence(1),
+                               " SELECT 1 FROM fence"),
+                  params, "checking the replica lease"));
+    if (fence.rows() == 0) return lease_->Lost(doing);
+  }
+  SDG_RETURN_IF_ERROR(write());
+  return transaction.Commit();
+}
+
 absl::Status PostgresJobStore::AddJob(const JobRecord& record) {
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
-  return conn
-      ->Exec(
-          "INSERT INTO jobs (job_id, request, request_digest, state, "
-          "create_ns, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
-          pg::Params()
-              .Text(record.job_id)
-              .Bytes(record.request.SerializeAsString())
-              .Text(record.request_digest)
-              .Int32(record.state)
-              .Int64(ToNanos(record.create_time))
-              .Text(record.tenant),
-          "adding a job")
-      .status();
+  return WriteFenced(*conn, "adding a job", [&] {
+    return conn
+        ->Exec("INSERT INTO jobs (job_id, request, request_digest, state, "
+               "create_ns, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
+               pg::Params()
+                   .Text(record.job_id)
+                   .Bytes(record.request.SerializeAsString())
+                   .Text(record.request_digest)
+                   .Int32(record.state)
+                   .Int64(ToNanos(record.create_time))
+                   .Text(record.tenant),
+               "adding a job")
+        .status();
+  });
 }
 
 absl::Status PostgresJobStore::UpdateJob(const JobRecord& record) {
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
-  SDG_ASSIGN_OR_RETURN(
-      pg::Result updated,
-      conn->Exec("UPDATE jobs SET state = $2, start_ns = $3, end_ns = $4, "
-                 "reason = $5, resumed = $6, finished = $7 WHERE job_id = $1",
-                 pg::Params()
-                     .Text(record.job_id)
-                     .Int32(record.state)
-                     .Int64(ToNanos(record.start_time))
-                     .Int64(ToNanos(record.end_time))
-                     .Text(record.reason)
-                     .Int32(record.resumed)
-                     .Bytes(record.finished.SerializeAsString()),
-                 "saving a job's state"));
-  if (updated.affected() == 0) return NoSuchJob(record.job_id);
-  return absl::OkStatus();
+  return WriteFenced(*conn, "saving a job's state", [&]() -> absl::Status {
+    SDG_ASSIGN_OR_RETURN(
+        pg::Result updated,
+        conn->Exec("UPDATE jobs SET state = $2, start_ns = $3, end_ns = $4, "
+                   "reason = $5, resumed = $6, finished = $7 "
+                   "WHERE job_id = $1",
+                   pg::Params()
+                       .Text(record.job_id)
+                       .Int32(record.state)
+                       .Int64(ToNanos(record.start_time))
+                       .Int64(ToNanos(record.end_time))
+                       .Text(record.reason)
+                       .Int32(record.resumed)
+                       .Bytes(record.finished.SerializeAsString()),
+                   "saving a job's state"));
+    if (updated.affected() == 0) return NoSuchJob(record.job_id);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status PostgresJobStore::RemoveJob(const std::string& job_id) {
   {
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
-    SDG_ASSIGN_OR_RETURN(pg::Transaction transaction,
-                         pg::Transaction::Begin(*conn));
-    SDG_RETURN_IF_ERROR(conn->Exec("DELETE FROM jobs WHERE job_id = $1",
-                                   pg::Params().Text(job_id), "removing a job")
-                            .status());
-    SDG_RETURN_IF_ERROR(conn->Exec("DELETE FROM job_events WHERE job_id = $1",
-                                   pg::Params().Text(job_id),
-                                   "removing a job's events")
-                            .status());
-    SDG_RETURN_IF_ERROR(transaction.Commit());
+    SDG_RETURN_IF_ERROR(WriteFenced(*conn, "removing a job", [&] {
+      SDG_RETURN_IF_ERROR(conn->Exec("DELETE FROM jobs WHERE job_id = $1",
+                                     pg::Params().Text(job_id),
+                                     "removing a job")
+                              .status());
+      return conn
+          ->Exec("DELETE FROM job_events WHERE job_id = $1",
+                 pg::Params().Text(job_id), "removing a job's events")
+          .status();
+    }));
   }
   return DropHolder(JobHolder(job_id));
 }

@@ -6,12 +6,16 @@
 // the caller read from a file or from libpq's environment (PGPASSWORD,
 // PGPASSFILE); TLS through libpq's sslmode.
 //
-// This store is one writer per job: leases and fencing for several
-// replicas running one job's shards build on it.
+// Several replicas may share the database: with a replica lease
+// (replica_lease.h) Open waits as a standby until this replica is the
+// active one, and every job record and event it writes is fenced by the
+// lease. One replica runs every job at a time; leasing shards to several
+// at once builds on this.
 #ifndef SDG_SERVER_STORE_POSTGRES_JOB_STORE_H_
 #define SDG_SERVER_STORE_POSTGRES_JOB_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +23,7 @@
 #include "server/store/job_store.h"
 #include "server/store/postgres.h"
 #include "server/store/postgres_event_log.h"
+#include "server/store/replica_lease.h"
 
 namespace sdg {
 
@@ -30,13 +35,10 @@ class PostgresJobStore final : public JobStore {
     // its own).
     int pool_size = 8;
     CommitterOptions committer;
-    // Holds the database's server lock while open, and refuses to open if
-    // another store holds it: one sdgd per database until shards are
-    // leased (two would run the same jobs).
-    bool sole_server = false;
-    // How long Open waits for the lock: a killed sdgd's session may take
-    // a moment to end.
-    absl::Duration server_lock_wait = absl::Seconds(15);
+    // Share the database with other replicas: Open takes the replica
+    // lease (waiting as a standby), and writes are fenced by it. Without
+    // it, the caller promises that no other store writes the database.
+    std::optional<ReplicaLease::Options> replica_lease;
   };
   // Connects, migrates the schema and starts the committer.
   static absl::StatusOr<std::unique_ptr<PostgresJobStore>> Open(
@@ -69,16 +71,22 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<StorageUsage> TenantUsage(const std::string& tenant) override;
 
   const PostgresCommitter& committer() const { return *committer_; }
+  // The replica lease this store holds, or null.
+  const ReplicaLease* lease() const { return lease_.get(); }
 
  private:
   PostgresJobStore(std::shared_ptr<pg::Pool> pool,
+                   std::unique_ptr<ReplicaLease> lease,
                    std::unique_ptr<PostgresCommitter> committer,
-                   std::unique_ptr<pg::Connection> server_lock,
                    absl::Duration max_outage)
       : pool_(std::move(pool)),
+        lease_(std::move(lease)),
         committer_(std::move(committer)),
-        server_lock_(std::move(server_lock)),
         max_outage_(max_outage) {}
+  // Runs `write` in a transaction that first checks, and holds, the
+  // replica lease (when there is one): FAILED_PRECONDITION if it is lost.
+  absl::Status WriteFenced(pg::Connection& conn, const char* doing,
+                           absl::FunctionRef<absl::Status()> write);
   absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewBuilder(
       std::string holder);
   // Drops `holder`'s hold on its dataset, and the dataset with its last.
@@ -86,9 +94,9 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<std::shared_ptr<Dataset>> OpenHeld(const std::string& holder);
 
   const std::shared_ptr<pg::Pool> pool_;
+  // Released after the committer's last round.
+  const std::unique_ptr<ReplicaLease> lease_;
   const std::unique_ptr<PostgresCommitter> committer_;
-  // The session holding the server lock (sole_server), or null.
-  const std::unique_ptr<pg::Connection> server_lock_;
   // How long reads of datasets wait out a database outage (the committer's
   // max_outage).
   const absl::Duration max_outage_;

@@ -66,6 +66,16 @@ CREATE TABLE job_events (
   event bytea NOT NULL,
   PRIMARY KEY (job_id, sequence));
 )sql",
+    // 2: the replica lease: which of the replicas sharing the store is the
+    // active one (replica_lease.h).
+    R"sql(
+CREATE TABLE sdg_replica_lease (
+  id integer PRIMARY KEY CHECK (id = 1),
+  owner text,
+  epoch bigint NOT NULL DEFAULT 0,
+  expires_at timestamptz);
+INSERT INTO sdg_replica_lease (id) VALUES (1);
+)sql",
 };
 
 // pg_advisory_lock's key: "sdgd" in ASCII.

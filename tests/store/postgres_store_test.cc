@@ -7,8 +7,10 @@
 
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "server/store/postgres_job_store.h"
 #include "server/store/postgres_schema.h"
 #include "tests/store/store_conformance.h"
@@ -27,15 +29,20 @@ std::string DatabaseFor(const std::string& dir) {
   return absl::StrCat("conformance_", std::hash<std::string>()(dir));
 }
 
-StoreKind PostgresStore() {
+// `leased`: as a replica sharing the database (every write fenced by the
+// replica lease; a reopened store takes the lease its predecessor released).
+StoreKind PostgresStore(bool leased) {
   return {
-      "postgresql", true,
-      [](const std::string& dir) -> absl::StatusOr<std::unique_ptr<JobStore>> {
+      leased ? "postgresql_leased" : "postgresql", true,
+      [leased](
+          const std::string& dir) -> absl::StatusOr<std::unique_ptr<JobStore>> {
         absl::StatusOr<std::string> conninfo =
-            testing::TestPostgres::Shared().Database(DatabaseFor(dir));
+            testing::TestPostgres::Shared().Database(
+                DatabaseFor(absl::StrCat(dir, leased)));
         if (!conninfo.ok()) return conninfo.status();
         PostgresJobStore::Options options;
         options.conninfo = *conninfo;
+        if (leased) options.replica_lease.emplace();
         absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
             PostgresJobStore::Open(std::move(options));
         if (!store.ok()) return store.status();
@@ -45,9 +52,13 @@ StoreKind PostgresStore() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,
-                         ::testing::Values(PostgresStore()), StoreName);
+                         ::testing::Values(PostgresStore(false),
+                                           PostgresStore(true)),
+                         StoreName);
 INSTANTIATE_TEST_SUITE_P(Stores, DurableStoreConformanceTest,
-                         ::testing::Values(PostgresStore()), StoreName);
+                         ::testing::Values(PostgresStore(false),
+                                           PostgresStore(true)),
+                         StoreName);
 // The event log is rows in a table: no file to tear.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FileLogStoreConformanceTest);
 
@@ -153,19 +164,119 @@ TEST_F(PostgresStoreTest, ADatabaseMigratedByANewerSdgdIsRefused) {
                                      LatestSchemaVersion())));
 }
 
-TEST_F(PostgresStoreTest,
-       ASecondServerOnTheDatabaseIsRefusedUntilTheFirstGoes) {
+// Options for a store that shares the database as a replica. The lease
+// outlasts every test (renewed every 20 min), so only the tests move it.
+PostgresJobStore::Options ReplicaOptions(const std::string& conninfo,
+                                         const std::string& replica) {
   PostgresJobStore::Options options;
-  options.conninfo = conninfo_;
-  options.sole_server = true;
-  options.server_lock_wait = absl::Milliseconds(100);
-  auto first = PostgresJobStore::Open(options);
+  options.conninfo = conninfo;
+  options.replica_lease.emplace();
+  options.replica_lease->replica = replica;
+  options.replica_lease->ttl = absl::Hours(1);
+  return options;
+}
+
+TEST_F(PostgresStoreTest, ASecondReplicaWaitsAsAStandbyAndTakesOverOnRelease) {
+  auto first = PostgresJobStore::Open(ReplicaOptions(conninfo_, "first"));
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::Status second = PostgresJobStore::Open(options).status();
-  EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(second.message(), HasSubstr("is in use by another sdgd"));
-  first->reset();
-  EXPECT_TRUE(PostgresJobStore::Open(options).ok());
+  const int64_t first_epoch = (*first)->lease()->epoch();
+
+  PostgresJobStore::Options options = ReplicaOptions(conninfo_, "second");
+  // Polled every 100 ms while it waits (a third of the lease).
+  options.replica_lease->ttl = absl::Milliseconds(300);
+  absl::Notification standby;
+  std::string active;
+  options.replica_lease->on_standby = [&](const std::string& holder) {
+    active = holder;
+    standby.Notify();
+  };
+  absl::StatusOr<std::unique_ptr<PostgresJobStore>> second;
+  std::thread opening(
+      [&] { second = PostgresJobStore::Open(std::move(options)); });
+  standby.WaitForNotification();
+  EXPECT_EQ(active, "first");
+  first->reset();  // releases the lease
+  opening.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ((*second)->lease()->epoch(), first_epoch + 1);
+  EXPECT_TRUE((*second)->AddJob(testing::Record("j")).ok());
+}
+
+TEST_F(PostgresStoreTest, AStandbyStoppedWhileItWaitsIsCancelledNamingTheActive) {
+  auto first = PostgresJobStore::Open(ReplicaOptions(conninfo_, "first"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  PostgresJobStore::Options options = ReplicaOptions(conninfo_, "second");
+  absl::Notification stop;
+  options.replica_lease->stop_waiting = &stop;
+  options.replica_lease->on_standby = [&](const std::string&) { stop.Notify(); };
+  absl::Status refused = PostgresJobStore::Open(std::move(options)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(refused.message(), HasSubstr("first holds the replica lease"));
+}
+
+TEST_F(PostgresStoreTest, AReplicaWhoseLeaseWasTakenOverWritesNothingMore) {
+  PostgresJobStore::Options first_options = ReplicaOptions(conninfo_, "first");
+  std::vector<std::string> lost;  // on_lost runs once
+  first_options.replica_lease->on_lost = [&](const absl::Status& error) {
+    lost.emplace_back(error.message());
+  };
+  auto first = PostgresJobStore::Open(std::move(first_options));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)->AddJob(testing::Record("j")).ok());
+  auto log = (*first)->OpenJobLog("j", [](const v1::JobEvent&) {});
+  ASSERT_TRUE(log.ok()) << log.status();
+  v1::JobEvent committed = testing::ResultOfShard(0);
+  (*log)->Append(committed);
+  (*log)->AwaitCommitted();
+  ASSERT_TRUE((*log)->commit_error().ok()) << (*log)->commit_error();
+
+  // The first replica stops renewing (a partition, a stalled process) and
+  // its lease expires; the second takes it over.
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(conn->Exec("UPDATE sdg_replica_lease SET expires_at = "
+                         "clock_timestamp() - interval '1 second'",
+                         "expiring the lease")
+                  .ok());
+  auto second = PostgresJobStore::Open(ReplicaOptions(conninfo_, "second"));
+  ASSERT_TRUE(second.ok()) << second.status();
+
+  // The first one's writes are refused, and it hears so once.
+  JobRecord running = testing::Record("j");
+  running.state = v1::JOB_STATE_RUNNING;
+  absl::Status refused = (*first)->UpdateJob(running);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("no longer holds the replica lease"));
+  EXPECT_EQ((*first)->AddJob(testing::Record("k")).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*first)->RemoveJob("j").code(),
+            absl::StatusCode::kFailedPrecondition);
+  v1::JobEvent fenced = testing::ResultOfShard(1);
+  (*log)->Append(fenced);
+  (*log)->AwaitCommitted();
+  EXPECT_EQ((*log)->commit_error().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*log)->last_sequence(), 1u);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_THAT(lost[0], HasSubstr("this replica (first, epoch 1)"));
+
+  // What the second one sees: the job as it was, its one committed event;
+  // and its own writes go through.
+  auto records = (*second)->LoadJobs();
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ((*records)[0].state, v1::JOB_STATE_QUEUED);
+  std::vector<uint64_t> replayed;
+  auto taken = (*second)->OpenJobLog(
+      "j", [&](const v1::JobEvent& event) { replayed.push_back(event.sequence()); });
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_THAT(replayed, ::testing::ElementsAre(1u));
+  EXPECT_TRUE((*second)->UpdateJob(running).ok());
+  v1::JobEvent next = testing::ResultOfShard(1);
+  (*taken)->Append(next);
+  (*taken)->AwaitCommitted();
+  EXPECT_TRUE((*taken)->commit_error().ok()) << (*taken)->commit_error();
+  EXPECT_EQ(next.sequence(), 2u);
 }
 
 TEST_F(PostgresStoreTest, AWrongPasswordIsRefusedWithoutShowingIt) {

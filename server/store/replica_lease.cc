@@ -1,0 +1,200 @@
+#include "server/store/replica_lease.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/logging.h"
+#include "base/status_macros.h"
+
+namespace sdg {
+namespace {
+
+// Takes the lease if it is free: released, expired, or never taken.
+constexpr const char* kTake =
+    "UPDATE sdg_replica_lease SET owner = $1, epoch = epoch + 1, "
+    "expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond' "
+    "WHERE id = 1 AND (owner IS NULL OR expires_at < clock_timestamp()) "
+    "RETURNING epoch";
+// Who holds it, and for how many more milliseconds.
+constexpr const char* kHolder =
+    "SELECT COALESCE(owner, ''), epoch, COALESCE(ceil(1000 * extract(epoch "
+    "FROM expires_at - clock_timestamp())), 0)::bigint "
+    "FROM sdg_replica_lease WHERE id = 1";
+constexpr const char* kRenew =
+    "UPDATE sdg_replica_lease SET expires_at = clock_timestamp() + "
+    "$3::bigint * interval '1 millisecond' "
+    "WHERE id = 1 AND owner = $1 AND epoch = $2";
+constexpr const char* kRelease =
+    "UPDATE sdg_replica_lease SET owner = NULL, expires_at = NULL "
+    "WHERE id = 1 AND owner = $1 AND epoch = $2";
+
+}  // namespace
+
+std::string ReplicaLease::DefaultReplicaName() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host.data(), ":", getpid());
+}
+
+std::string ReplicaLease::Fence(int first_param) {
+  return absl::StrCat(
+      "fence AS (SELECT 1 FROM sdg_replica_lease WHERE id = 1 AND owner = $",
+      first_param, " AND epoch = $", first_param + 1, " FOR SHARE)");
+}
+
+void ReplicaLease::AddFenceParams(pg::Params& params) const {
+  params.Text(options_.replica).Int64(epoch_);
+}
+
+absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
+    Options options) {
+  if (options.replica.empty()) options.replica = DefaultReplicaName();
+  SDG_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> conn,
+                       pg::Connection::Open(options.conninfo));
+  const int64_t ttl_ms =
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.ttl));
+  absl::Notification never;
+  const absl::Notification& stop =
+      options.stop_waiting != nullptr ? *options.stop_waiting : never;
+  bool told = false;
+  for (;;) {
+    SDG_ASSIGN_OR_RETURN(
+        pg::Result taken,
+        conn->Exec(kTake, pg::Params().Text(options.replica).Int64(ttl_ms),
+                   "taking the replica lease"));
+    if (taken.rows() == 1) {
+      const int64_t epoch = taken.Int64(0, 0);
+      Log(LogLevel::kInfo, "replica lease taken: this replica is the active one",
+          {{"replica", options.replica}, {"epoch", epoch}});
+      return std::unique_ptr<ReplicaLease>(
+          new ReplicaLease(std::move(options), std::move(conn), epoch));
+    }
+    SDG_ASSIGN_OR_RETURN(pg::Result holder,
+                         conn->Exec(kHolder, "reading the replica lease"));
+    const std::string owner = holder.String(0, 0);
+    const int64_t left_ms = holder.Int64(0, 2);
+    if (!told) {
+      told = true;
+      Log(LogLevel::kInfo,
+          "standby: another replica holds the lease; taking over when it "
+          "releases it or it expires",
+          {{"replica", options.replica},
+           {"active", owner},
+           {"epoch", holder.Int64(0, 1)}});
+      if (options.on_standby) options.on_standby(owner);
+    }
+    // Look again when it expires, and at least every third of a lease
+    // (a released lease is free at once).
+    const absl::Duration wait = std::clamp(
+        absl::Milliseconds(left_ms), absl::Milliseconds(10), options.ttl / 3);
+    if (stop.WaitForNotificationWithTimeout(wait)) {
+      return absl::CancelledError(absl::StrCat(
+          "stopped while a standby (", owner, " holds the replica lease)"));
+    }
+  }
+}
+
+ReplicaLease::ReplicaLease(Options options,
+                           std::unique_ptr<pg::Connection> conn, int64_t epoch)
+    : options_(std::move(options)), epoch_(epoch), conn_(std::move(conn)) {
+  renewer_ = std::thread([this] { RenewLoop(); });
+}
+
+ReplicaLease::~ReplicaLease() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  renewer_.join();
+  bool lost;
+  {
+    absl::MutexLock lock(&mu_);
+    lost = lost_;
+  }
+  if (lost) return;
+  absl::Status released =
+      conn_->ok() || conn_->Reset().ok()
+          ? conn_
+                ->Exec(kRelease,
+                       pg::Params().Text(options_.replica).Int64(epoch_),
+                       "releasing the replica lease")
+                .status()
+          : absl::UnavailableError("the database is unreachable");
+  if (released.ok()) {
+    Log(LogLevel::kInfo, "replica lease released",
+        {{"replica", options_.replica}, {"epoch", epoch_}});
+  } else {
+    Log(LogLevel::kWarning,
+        "could not release the replica lease; a standby takes over when it "
+        "expires",
+        {{"error", std::string(released.message())}});
+  }
+}
+
+void ReplicaLease::RenewLoop() {
+  const int64_t ttl_ms =
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.ttl));
+  bool failing = false;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_;
+      };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.ttl / 3)) {
+        return;
+      }
+    }
+    absl::StatusOr<pg::Result> renewed =
+        conn_->ok() || conn_->Reset().ok()
+            ? conn_->Exec(
+                  kRenew,
+                  pg::Params().Text(options_.replica).Int64(epoch_).Int64(
+                      ttl_ms),
+                  "renewing the replica lease")
+            : absl::StatusOr<pg::Result>(
+                  absl::UnavailableError("the database is unreachable"));
+    if (!renewed.ok()) {
+      // The database is down: nobody can take the lease meanwhile, and
+      // nothing this replica writes commits. Keep trying.
+      if (!failing) {
+        Log(LogLevel::kWarning, "cannot renew the replica lease; retrying",
+            {{"error", std::string(renewed.status().message())}});
+      }
+      failing = true;
+      continue;
+    }
+    failing = false;
+    if (renewed->affected() == 0) {
+      (void)Lost("renewing the replica lease");
+      return;
+    }
+  }
+}
+
+absl::Status ReplicaLease::Lost(const char* doing) {
+  absl::Status error = absl::FailedPreconditionError(absl::StrCat(
+      "this replica (", options_.replica, ", epoch ", epoch_,
+      ") no longer holds the replica lease: another sdgd took over its jobs; ",
+      doing, " was refused"));
+  bool first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = !lost_;
+    lost_ = true;
+  }
+  if (first) {
+    Log(LogLevel::kError, "replica lease lost",
+        {{"replica", options_.replica},
+         {"epoch", epoch_},
+         {"while", doing}});
+    if (options_.on_lost) options_.on_lost(error);
+  }
+  return error;
+}
+
+}  // namespace sdg
