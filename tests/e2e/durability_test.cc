@@ -152,6 +152,8 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
     ASSERT_TRUE(postgres.Database(database).ok());
     WriteFile(url_file, postgres.Url(database) + "\n");
     options.sdgd_args.push_back("--store_url_file=" + url_file);
+    // A killed sdgd's lease expires within a second for its successor.
+    options.sdgd_args.push_back("--replica_lease=1s");
   }
   Start(options);
   WriteFile(stack_->dir() + "/in.jsonl", Dataset());
