@@ -137,8 +137,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   }
 
   absl::StatusOr<std::shared_ptr<JobStore>> store = OpenStore(
-      opts, [&metrics = server->metrics_, &ready = *server->metrics_server_](
-                bool up, const absl::Status&) {
+      opts,
+      [&metrics = server->metrics_, &ready = *server->metrics_server_](
+          bool up, const absl::Status&) {
         metrics.StoreUp(up);
         ready.SetStoreUp(up);
       },

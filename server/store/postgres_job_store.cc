@@ -241,15 +241,14 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
   std::unique_ptr<ReplicaLease> lease;
   if (options.replica_lease.has_value()) {
     options.replica_lease->conninfo = options.conninfo;
-    SDG_ASSIGN_OR_RETURN(lease,
-                         ReplicaLease::Acquire(*std::move(options.replica_lease)));
+    SDG_ASSIGN_OR_RETURN(
+        lease, ReplicaLease::Acquire(*std::move(options.replica_lease)));
   }
   const absl::Duration max_outage = options.committer.max_outage;
   auto committer = std::make_unique<PostgresCommitter>(
       options.conninfo, std::move(options.committer), lease.get());
-  return std::unique_ptr<PostgresJobStore>(
-      new PostgresJobStore(std::move(pool), std::move(lease),
-                           std::move(committer), max_outage));
+  return std::unique_ptr<PostgresJobStore>(new PostgresJobStore(
+      std::move(pool), std::move(lease), std::move(committer), max_outage));
 }
 
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewBuilder(
@@ -389,11 +388,10 @@ absl::Status PostgresJobStore::WriteFenced(
   if (lease_ != nullptr) {
     pg::Params params;
     lease_->AddFenceParams(params);
-    SDG_ASSIGN_OR_RETURN(
-        pg::Result fence,
-        conn.Exec(absl::StrCat("WITH ", ReplicaLease::Fence(1),
-                               " SELECT 1 FROM fence"),
-                  params, "checking the replica lease"));
+    SDG_ASSIGN_OR_RETURN(pg::Result fence,
+                         conn.Exec(absl::StrCat("WITH ", ReplicaLease::Fence(1),
+                                                " SELECT 1 FROM fence"),
+                                   params, "checking the replica lease"));
     if (fence.rows() == 0) return lease_->Lost(doing);
   }
   SDG_RETURN_IF_ERROR(write());
@@ -404,16 +402,17 @@ absl::Status PostgresJobStore::AddJob(const JobRecord& record) {
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
   return WriteFenced(*conn, "adding a job", [&] {
     return conn
-        ->Exec("INSERT INTO jobs (job_id, request, request_digest, state, "
-               "create_ns, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
-               pg::Params()
-                   .Text(record.job_id)
-                   .Bytes(record.request.SerializeAsString())
-                   .Text(record.request_digest)
-                   .Int32(record.state)
-                   .Int64(ToNanos(record.create_time))
-                   .Text(record.tenant),
-               "adding a job")
+        ->Exec(
+            "INSERT INTO jobs (job_id, request, request_digest, state, "
+            "create_ns, tenant) VALUES ($1, $2, $3, $4, $5, $6)",
+            pg::Params()
+                .Text(record.job_id)
+                .Bytes(record.request.SerializeAsString())
+                .Text(record.request_digest)
+                .Int32(record.state)
+                .Int64(ToNanos(record.create_time))
+                .Text(record.tenant),
+            "adding a job")
         .status();
   });
 }

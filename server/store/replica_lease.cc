@@ -68,7 +68,8 @@ absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
                    "taking the replica lease"));
     if (taken.rows() == 1) {
       const int64_t epoch = taken.Int64(0, 0);
-      Log(LogLevel::kInfo, "replica lease taken: this replica is the active one",
+      Log(LogLevel::kInfo,
+          "replica lease taken: this replica is the active one",
           {{"replica", options.replica}, {"epoch", epoch}});
       return std::unique_ptr<ReplicaLease>(
           new ReplicaLease(std::move(options), std::move(conn), epoch));
@@ -142,20 +143,20 @@ void ReplicaLease::RenewLoop() {
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_;
-      };
+      auto stopping = [this]()
+                          ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.ttl / 3)) {
         return;
       }
     }
     absl::StatusOr<pg::Result> renewed =
         conn_->ok() || conn_->Reset().ok()
-            ? conn_->Exec(
-                  kRenew,
-                  pg::Params().Text(options_.replica).Int64(epoch_).Int64(
-                      ttl_ms),
-                  "renewing the replica lease")
+            ? conn_->Exec(kRenew,
+                          pg::Params()
+                              .Text(options_.replica)
+                              .Int64(epoch_)
+                              .Int64(ttl_ms),
+                          "renewing the replica lease")
             : absl::StatusOr<pg::Result>(
                   absl::UnavailableError("the database is unreachable"));
     if (!renewed.ok()) {
@@ -189,9 +190,7 @@ absl::Status ReplicaLease::Lost(const char* doing) {
   }
   if (first) {
     Log(LogLevel::kError, "replica lease lost",
-        {{"replica", options_.replica},
-         {"epoch", epoch_},
-         {"while", doing}});
+        {{"replica", options_.replica}, {"epoch", epoch_}, {"while", doing}});
     if (options_.on_lost) options_.on_lost(error);
   }
   return error;

@@ -51,8 +51,7 @@ class ReplicaLease {
   // Takes the lease, waiting as a standby while another replica holds it.
   // The schema must be migrated. UNAVAILABLE when the database cannot be
   // reached; CANCELLED when stop_waiting was notified first.
-  static absl::StatusOr<std::unique_ptr<ReplicaLease>> Acquire(
-      Options options);
+  static absl::StatusOr<std::unique_ptr<ReplicaLease>> Acquire(Options options);
   // Stops renewing and releases the lease (unless it was lost).
   ~ReplicaLease();
   ReplicaLease(const ReplicaLease&) = delete;

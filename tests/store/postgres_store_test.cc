@@ -32,23 +32,22 @@ std::string DatabaseFor(const std::string& dir) {
 // `leased`: as a replica sharing the database (every write fenced by the
 // replica lease; a reopened store takes the lease its predecessor released).
 StoreKind PostgresStore(bool leased) {
-  return {
-      leased ? "postgresql_leased" : "postgresql", true,
-      [leased](
-          const std::string& dir) -> absl::StatusOr<std::unique_ptr<JobStore>> {
-        absl::StatusOr<std::string> conninfo =
-            testing::TestPostgres::Shared().Database(
-                DatabaseFor(absl::StrCat(dir, leased)));
-        if (!conninfo.ok()) return conninfo.status();
-        PostgresJobStore::Options options;
-        options.conninfo = *conninfo;
-        if (leased) options.replica_lease.emplace();
-        absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
-            PostgresJobStore::Open(std::move(options));
-        if (!store.ok()) return store.status();
-        return std::unique_ptr<JobStore>(*std::move(store));
-      },
-      nullptr};
+  return {leased ? "postgresql_leased" : "postgresql", true,
+          [leased](const std::string& dir)
+              -> absl::StatusOr<std::unique_ptr<JobStore>> {
+            absl::StatusOr<std::string> conninfo =
+                testing::TestPostgres::Shared().Database(
+                    DatabaseFor(absl::StrCat(dir, leased)));
+            if (!conninfo.ok()) return conninfo.status();
+            PostgresJobStore::Options options;
+            options.conninfo = *conninfo;
+            if (leased) options.replica_lease.emplace();
+            absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
+                PostgresJobStore::Open(std::move(options));
+            if (!store.ok()) return store.status();
+            return std::unique_ptr<JobStore>(*std::move(store));
+          },
+          nullptr};
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, StoreConformanceTest,
@@ -202,13 +201,16 @@ TEST_F(PostgresStoreTest, ASecondReplicaWaitsAsAStandbyAndTakesOverOnRelease) {
   EXPECT_TRUE((*second)->AddJob(testing::Record("j")).ok());
 }
 
-TEST_F(PostgresStoreTest, AStandbyStoppedWhileItWaitsIsCancelledNamingTheActive) {
+TEST_F(PostgresStoreTest,
+       AStandbyStoppedWhileItWaitsIsCancelledNamingTheActive) {
   auto first = PostgresJobStore::Open(ReplicaOptions(conninfo_, "first"));
   ASSERT_TRUE(first.ok()) << first.status();
   PostgresJobStore::Options options = ReplicaOptions(conninfo_, "second");
   absl::Notification stop;
   options.replica_lease->stop_waiting = &stop;
-  options.replica_lease->on_standby = [&](const std::string&) { stop.Notify(); };
+  options.replica_lease->on_standby = [&](const std::string&) {
+    stop.Notify();
+  };
   absl::Status refused = PostgresJobStore::Open(std::move(options)).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kCancelled);
   EXPECT_THAT(refused.message(), HasSubstr("first holds the replica lease"));
@@ -246,7 +248,8 @@ TEST_F(PostgresStoreTest, AReplicaWhoseLeaseWasTakenOverWritesNothingMore) {
   running.state = v1::JOB_STATE_RUNNING;
   absl::Status refused = (*first)->UpdateJob(running);
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.message(), HasSubstr("no longer holds the replica lease"));
+  EXPECT_THAT(refused.message(),
+              HasSubstr("no longer holds the replica lease"));
   EXPECT_EQ((*first)->AddJob(testing::Record("k")).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*first)->RemoveJob("j").code(),
@@ -267,8 +270,9 @@ TEST_F(PostgresStoreTest, AReplicaWhoseLeaseWasTakenOverWritesNothingMore) {
   ASSERT_EQ(records->size(), 1u);
   EXPECT_EQ((*records)[0].state, v1::JOB_STATE_QUEUED);
   std::vector<uint64_t> replayed;
-  auto taken = (*second)->OpenJobLog(
-      "j", [&](const v1::JobEvent& event) { replayed.push_back(event.sequence()); });
+  auto taken = (*second)->OpenJobLog("j", [&](const v1::JobEvent& event) {
+    replayed.push_back(event.sequence());
+  });
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_THAT(replayed, ::testing::ElementsAre(1u));
   EXPECT_TRUE((*second)->UpdateJob(running).ok());
