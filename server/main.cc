@@ -257,15 +257,10 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   return options;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  sdg::ReturnLargeAllocationsToTheSystem();
-  // A write past the file-size limit (ulimit -f) fails with EFBIG, which the
-  // store reports and retries as it does a full disk, instead of ending
-  // the process.
-  std::signal(SIGXFSZ, SIG_IGN);
-  absl::SetProgramUsageMessage(kUsage);
+// Parses the command line into the server's options. The log level and the
+// mutex checks take effect here, before any job runs.
+absl::StatusOr<sdg::ServerOptions> OptionsFromCommandLine(int argc,
+                                                          char** argv) {
   std::vector<char*> args(argv, argv + argc);
   sdg::BackendFlags backend_flags;
   backend_flags.backend = sdg::TakeRepeatedFlag("backend", args);
@@ -278,9 +273,8 @@ int main(int argc, char** argv) {
 
   sdg::LogLevel level;
   if (!sdg::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
-    std::fprintf(stderr,
-                 "sdgd: --log_level must be debug, info, warning or error\n");
-    return 2;
+    return absl::InvalidArgumentError(
+        "--log_level must be debug, info, warning or error");
   }
   sdg::SetLogLevel(level);
   // Debian's Abseil checks every acquisition against one global graph of
@@ -291,7 +285,46 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_mutex_deadlock_detection)
           ? absl::OnDeadlockCycle::kAbort
           : absl::OnDeadlockCycle::kIgnore);
+  return OptionsFromFlags(std::move(backend_flags));
+}
 
+// Says where the server listens (stdout, which scripts and tests read) and
+// how it is set up (the log).
+void AnnounceStarted(const sdg::ServerOptions& options,
+                     const sdg::Server& server) {
+  std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  std::string metrics_host =
+      options.metrics_listen.substr(0, options.metrics_listen.rfind(':'));
+  std::printf("sdgd listening on %s:%d\n", host.c_str(), server.port());
+  std::printf("sdgd metrics on %s:%d\n", metrics_host.c_str(),
+              server.metrics_port());
+  std::fflush(stdout);
+  sdg::Log(
+      sdg::LogLevel::kInfo, "sdgd started",
+      {{"port", server.port()},
+       {"metrics_port", server.metrics_port()},
+       {"backends", options.backends.size()},
+       {"max_workers", options.scheduler.max_workers},
+       {"store", options.ephemeral           ? "memory (--ephemeral)"
+                 : !options.database.empty() ? "postgresql"
+                                             : "sqlite " + options.state_dir},
+       {"tls", !options.tls.enabled() ? "off"
+               : options.tls.mutual() ? "mtls"
+                                      : "tls"},
+       {"auth", options.auth.tokens_file.empty() ? "off" : "tokens"},
+       {"reflection", options.reflection},
+       {"jobs_resumed", server.resumed_jobs()}});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sdg::ReturnLargeAllocationsToTheSystem();
+  // A write past the file-size limit (ulimit -f) fails with EFBIG, which the
+  // store reports and retries as it does a full disk, instead of ending
+  // the process.
+  std::signal(SIGXFSZ, SIG_IGN);
+  absl::SetProgramUsageMessage(kUsage);
   // The first signal, or another replica taking this one's lease over,
   // asks for the shutdown (once).
   absl::Notification shutdown_requested;
@@ -312,14 +345,14 @@ int main(int argc, char** argv) {
     if (running != nullptr) running->StopJobsNow("second signal");
   });
 
-  curl_global_init(CURL_GLOBAL_DEFAULT);
   absl::StatusOr<sdg::ServerOptions> options =
-      OptionsFromFlags(std::move(backend_flags));
+      OptionsFromCommandLine(argc, argv);
   if (!options.ok()) {
     std::fprintf(stderr, "sdgd: %s\n",
                  std::string(options.status().message()).c_str());
     return 2;
   }
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   options->stop_waiting = &shutdown_requested;
   options->on_lease_lost = [&](const absl::Status&) {
     lease_lost = true;
@@ -338,28 +371,7 @@ int main(int argc, char** argv) {
                  std::string(server.status().message()).c_str());
     return 1;
   }
-  std::string host = options->listen.substr(0, options->listen.rfind(':'));
-  std::string metrics_host =
-      options->metrics_listen.substr(0, options->metrics_listen.rfind(':'));
-  std::printf("sdgd listening on %s:%d\n", host.c_str(), (*server)->port());
-  std::printf("sdgd metrics on %s:%d\n", metrics_host.c_str(),
-              (*server)->metrics_port());
-  std::fflush(stdout);
-  sdg::Log(
-      sdg::LogLevel::kInfo, "sdgd started",
-      {{"port", (*server)->port()},
-       {"metrics_port", (*server)->metrics_port()},
-       {"backends", options->backends.size()},
-       {"max_workers", options->scheduler.max_workers},
-       {"store", options->ephemeral           ? "memory (--ephemeral)"
-                 : !options->database.empty() ? "postgresql"
-                                              : "sqlite " + options->state_dir},
-       {"tls", !options->tls.enabled() ? "off"
-               : options->tls.mutual() ? "mtls"
-                                       : "tls"},
-       {"auth", options->auth.tokens_file.empty() ? "off" : "tokens"},
-       {"reflection", options->reflection},
-       {"jobs_resumed", (*server)->resumed_jobs()}});
+  AnnounceStarted(*options, **server);
   {
     absl::MutexLock lock(&running_mu);
     running = server->get();
