@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
@@ -41,6 +42,9 @@ struct KillPoint {
   bool hang_last_requests = false;
   // The store is PostgreSQL (--store_url_file), not the state_dir.
   bool postgres = false;
+  // A second sdgd already waits as a standby and takes the job over (with
+  // the PostgreSQL store), instead of the stopped one being started again.
+  bool standby = false;
 };
 
 // llmsim answers the first requests of the job and never the last four
@@ -147,7 +151,8 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
   if (point.postgres) {
     TestPostgres& postgres = TestPostgres::Shared();
     const std::string database =
-        "durability_" + absl::AsciiStrToLower(point.name);
+        absl::StrCat("durability_", point.standby ? "failover_" : "",
+                     absl::AsciiStrToLower(point.name));
     ASSERT_TRUE(postgres.DropDatabase(database).ok());
     ASSERT_TRUE(postgres.Database(database).ok());
     WriteFile(url_file, postgres.Url(database) + "\n");
@@ -168,23 +173,26 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
   // What llmsim generated for the stopped sdgd: read once the requests it
   // had in flight are answered or dropped, before the new sdgd sends any.
   int64_t prompts_before_restart = -1;
+  auto while_stopped = [&] {
+    if (point.torn_tail) {
+      std::ofstream log(stack_->state_dir() + "/jobs/job/events.log",
+                        std::ios::app | std::ios::binary);
+      log << std::string("\x40\x00\x00\x00\x12\x34", 6);
+    }
+    json stats;
+    if (Eventually(
+            [&] {
+              stats = json::parse(stack_->LlmsimStats());
+              return stats["in_flight"].get<int64_t>() == 0;
+            },
+            absl::Seconds(60))) {
+      prompts_before_restart = stats["prompts"].get<int64_t>();
+    }
+  };
   absl::StatusOr<int> old_status =
-      stack_->RestartSdgd(point.signal_number, [&] {
-        if (point.torn_tail) {
-          std::ofstream log(stack_->state_dir() + "/jobs/job/events.log",
-                            std::ios::app | std::ios::binary);
-          log << std::string("\x40\x00\x00\x00\x12\x34", 6);
-        }
-        json stats;
-        if (Eventually(
-                [&] {
-                  stats = json::parse(stack_->LlmsimStats());
-                  return stats["in_flight"].get<int64_t>() == 0;
-                },
-                absl::Seconds(60))) {
-          prompts_before_restart = stats["prompts"].get<int64_t>();
-        }
-      });
+      point.standby
+          ? stack_->FailOverToStandby(point.signal_number, while_stopped)
+          : stack_->RestartSdgd(point.signal_number, while_stopped);
   ASSERT_TRUE(old_status.ok()) << old_status.status();
   if (point.signal_number == SIGTERM) {
     EXPECT_EQ(*old_status, 0) << "a SIGTERM'd sdgd exits 0";
@@ -239,6 +247,16 @@ INSTANTIATE_TEST_SUITE_P(
         KillPoint{"KillDuringTheLastShards", SIGKILL, kRows - 4 * kBatchSize,
                   false, true, true},
         KillPoint{"SigtermMidJob", SIGTERM, kRows / 2, false, false, true}),
+    [](const auto& info) { return info.param.name; });
+
+// Two replicas on one PostgreSQL store: the standby takes the job over when
+// the active one is killed (its lease expires) or stopped (it releases it).
+INSTANTIATE_TEST_SUITE_P(
+    PostgresFailOver, DurabilityTest,
+    ::testing::Values(KillPoint{"KillMidJob", SIGKILL, kRows / 2, false, false,
+                                true, true},
+                      KillPoint{"SigtermMidJob", SIGTERM, kRows / 2, false,
+                                false, true, true}),
     [](const auto& info) { return info.param.name; });
 
 TEST(StateDirTest, AStateDirThatCannotBeUsedStopsTheStartAndIsNamed) {

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/http_get.h"
 
@@ -72,13 +73,21 @@ absl::Status Stack::RestartLlmsim(std::function<void()> while_stopped) {
 }
 
 absl::Status Stack::StartSdgd() {
+  absl::StatusOr<std::unique_ptr<Subprocess>> server = StartSdgdProcess();
+  if (!server.ok()) return server.status();
+  sdgd_ = *std::move(server);
+  return AwaitSdgdListening();
+}
+
+absl::StatusOr<std::unique_ptr<Subprocess>> Stack::StartSdgdProcess() {
   // One log per start, so that a restart keeps the previous one.
   sdgd_logs_.push_back(absl::StrCat(
       dir_, "/sdgd",
       sdgd_logs_.empty() ? "" : absl::StrCat(".", sdgd_logs_.size()), ".log"));
-  auto server = Subprocess::Start(sdgd_argv_, sdgd_logs_.back());
-  if (!server.ok()) return server.status();
-  sdgd_ = *std::move(server);
+  return Subprocess::Start(sdgd_argv_, sdgd_logs_.back());
+}
+
+absl::Status Stack::AwaitSdgdListening() {
   auto line = sdgd_->ReadLineStartingWith("sdgd listening on", kStartTimeout);
   if (!line.ok()) {
     return absl::Status(
@@ -92,6 +101,14 @@ absl::Status Stack::StartSdgd() {
   return absl::OkStatus();
 }
 
+void Stack::KeepTheSdgdPort() {
+  for (std::string& arg : sdgd_argv_) {
+    if (absl::StartsWith(arg, "--listen=")) {
+      arg = absl::StrCat("--listen=127.0.0.1:", port_);
+    }
+  }
+}
+
 absl::StatusOr<int> Stack::RestartSdgd(int signal_number,
                                        std::function<void()> while_stopped) {
   sdgd_->Signal(signal_number);
@@ -99,12 +116,37 @@ absl::StatusOr<int> Stack::RestartSdgd(int signal_number,
   if (while_stopped) while_stopped();
   // The new sdgd takes the same port (when the options fixed it) and the
   // same state_dir.
-  for (std::string& arg : sdgd_argv_) {
-    if (absl::StartsWith(arg, "--listen=")) {
-      arg = absl::StrCat("--listen=127.0.0.1:", port_);
-    }
-  }
+  KeepTheSdgdPort();
   if (absl::Status started = StartSdgd(); !started.ok()) return started;
+  return status;
+}
+
+absl::StatusOr<int> Stack::FailOverToStandby(
+    int signal_number, std::function<void()> while_stopped) {
+  KeepTheSdgdPort();
+  absl::StatusOr<std::unique_ptr<Subprocess>> standby = StartSdgdProcess();
+  if (!standby.ok()) return standby.status();
+  const std::string standby_log = sdgd_logs_.back();
+  if (!Eventually(
+          [&] {
+            return absl::StrContains(ReadFile(standby_log),
+                                     "\"msg\":\"standby: another replica");
+          },
+          kStartTimeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("the second sdgd never said it waits as a standby; "
+                     "its log:\n",
+                     ReadFile(standby_log)));
+  }
+  (*standby)->Signal(SIGSTOP);
+  sdgd_->Signal(signal_number);
+  const int status = sdgd_->Wait();
+  if (while_stopped) while_stopped();
+  (*standby)->Signal(SIGCONT);
+  sdgd_ = *std::move(standby);
+  if (absl::Status listening = AwaitSdgdListening(); !listening.ok()) {
+    return listening;
+  }
   return status;
 }
 

@@ -49,6 +49,15 @@ class Stack {
   absl::StatusOr<int> RestartSdgd(
       int signal_number, std::function<void()> while_stopped = nullptr);
 
+  // With the PostgreSQL store: starts a second sdgd on the same flags (its
+  // own metrics port), waits until it is a standby for the replica lease,
+  // and pauses it (SIGSTOP). Then sends the active sdgd `signal_number`,
+  // waits for it to exit, runs `while_stopped`, and lets the standby go on
+  // (SIGCONT) until it has taken the lease and listens on the same port: it
+  // is this stack's sdgd from then on. Returns the old process's wait status.
+  absl::StatusOr<int> FailOverToStandby(
+      int signal_number, std::function<void()> while_stopped = nullptr);
+
   // Stops llmsim (SIGTERM), runs `while_stopped`, and starts it again on the
   // same port: a model server restarted under a running job.
   absl::Status RestartLlmsim(std::function<void()> while_stopped);
@@ -64,7 +73,13 @@ class Stack {
   std::string LlmsimStats() const;
 
  private:
+  // Starts sdgd on sdgd_argv_ with its own log file, and waits until it
+  // listens.
   absl::Status StartSdgd();
+  absl::StatusOr<std::unique_ptr<Subprocess>> StartSdgdProcess();
+  absl::Status AwaitSdgdListening();
+  // A restarted sdgd or a standby listens on the port the first one took.
+  void KeepTheSdgdPort();
   absl::Status StartLlmsim();
   // `sdgctl ARGS... --server=ADDRESS`.
   std::vector<std::string> SdgctlArgv(std::vector<std::string> args) const;
