@@ -149,6 +149,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       });
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
+  server->metrics_.ReplicaActive(true);
   server->metrics_server_->SetReady(true);
 
   absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =

@@ -134,6 +134,14 @@ Metrics::Metrics()
                           "(--store_outage_limit).")
                     .Register(*registry_)
                     .Add({})),
+      replica_active_(
+          BuildGauge()
+              .Name("sdg_replica_active")
+              .Help("1 while this sdgd runs jobs; 0 while it starts, and "
+                    "while it waits as a standby for the replica lease of "
+                    "a PostgreSQL store another replica holds.")
+              .Register(*registry_)
+              .Add({})),
       auth_failures_total_(
           BuildCounter()
               .Name("sdg_auth_failures_total")
@@ -185,6 +193,10 @@ void Metrics::JobFinished(const std::string& tenant, absl::string_view state,
 }
 
 void Metrics::StoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
+
+void Metrics::ReplicaActive(bool active) {
+  replica_active_.Set(active ? 1 : 0);
+}
 
 void Metrics::AuthFailed(absl::string_view reason) {
   auth_failures_total_.Add({{"reason", std::string(reason)}}).Increment();

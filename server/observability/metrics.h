@@ -54,6 +54,9 @@ class Metrics {
   // 0 while the job store cannot commit events (jobs paused, commits
   // retried), else 1.
   void StoreUp(bool up);
+  // 1 once this sdgd runs jobs; 0 before, and while it waits as a standby
+  // for another replica's lease (PostgreSQL store).
+  void ReplicaActive(bool active);
 
   // Authentication: a call refused (missing, malformed, unknown_token), and
   // the tokens file re-read after a change.
@@ -116,6 +119,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;
   prometheus::Family<prometheus::Counter>& step_rows_total_;
   prometheus::Gauge& store_up_;
+  prometheus::Gauge& replica_active_;
   prometheus::Family<prometheus::Counter>& auth_failures_total_;
   prometheus::Family<prometheus::Counter>& tokens_file_reloads_total_;
 };

@@ -20,6 +20,7 @@
 #include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/free_port.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/test_postgres.h"
 
 namespace sdg::testing {
@@ -161,6 +162,18 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
     options.sdgd_args.push_back("--replica_lease=1s");
   }
   Start(options);
+  if (point.standby) {
+    absl::StatusOr<std::string> standby = stack_->StartStandby();
+    ASSERT_TRUE(standby.ok()) << standby.status();
+    // A standby is alive, not ready (a Service sends it nothing), and says
+    // it is not the active replica.
+    EXPECT_EQ(HttpGet(*standby + "/healthz").value_or("error"), "ok\n");
+    EXPECT_THAT(HttpGet(*standby + "/readyz").status().message(),
+                HasSubstr("HTTP 503"));
+    absl::StatusOr<std::string> scrape = HttpGet(*standby + "/metrics");
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    EXPECT_EQ(MetricValue(*scrape, "sdg_replica_active"), 0);
+  }
   WriteFile(stack_->dir() + "/in.jsonl", Dataset());
   auto client = stack_->StartSdgctl(GenerateArgs(stack_->dir(), "job"),
                                     stack_->dir() + "/job.stderr");
@@ -206,6 +219,11 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
   EXPECT_TRUE(ReadFile(stack_->dir() + "/job.jsonl") == *reference_)
       << "the output differs from the uninterrupted run's";
   EXPECT_EQ(ReadFile(stack_->dir() + "/job.jsonl.errors.jsonl"), "");
+  if (point.standby) {
+    absl::StatusOr<std::string> scrape = HttpGet(stack_->metrics_url());
+    ASSERT_TRUE(scrape.ok()) << scrape.status();
+    EXPECT_EQ(MetricValue(*scrape, "sdg_replica_active"), 1);
+  }
 
   const std::string log = stack_->SdgdLog();
   // ("job resuming": also when the stop came before `started` was

@@ -73,18 +73,20 @@ absl::Status Stack::RestartLlmsim(std::function<void()> while_stopped) {
 }
 
 absl::Status Stack::StartSdgd() {
-  absl::StatusOr<std::unique_ptr<Subprocess>> server = StartSdgdProcess();
+  absl::StatusOr<std::unique_ptr<Subprocess>> server =
+      StartSdgdProcess(sdgd_argv_);
   if (!server.ok()) return server.status();
   sdgd_ = *std::move(server);
   return AwaitSdgdListening();
 }
 
-absl::StatusOr<std::unique_ptr<Subprocess>> Stack::StartSdgdProcess() {
+absl::StatusOr<std::unique_ptr<Subprocess>> Stack::StartSdgdProcess(
+    const std::vector<std::string>& argv) {
   // One log per start, so that a restart keeps the previous one.
   sdgd_logs_.push_back(absl::StrCat(
       dir_, "/sdgd",
       sdgd_logs_.empty() ? "" : absl::StrCat(".", sdgd_logs_.size()), ".log"));
-  return Subprocess::Start(sdgd_argv_, sdgd_logs_.back());
+  return Subprocess::Start(argv, sdgd_logs_.back());
 }
 
 absl::Status Stack::AwaitSdgdListening() {
@@ -121,29 +123,45 @@ absl::StatusOr<int> Stack::RestartSdgd(int signal_number,
   return status;
 }
 
-absl::StatusOr<int> Stack::FailOverToStandby(
-    int signal_number, std::function<void()> while_stopped) {
+absl::StatusOr<std::string> Stack::StartStandby() {
   KeepTheSdgdPort();
-  absl::StatusOr<std::unique_ptr<Subprocess>> standby = StartSdgdProcess();
+  // The standby's metrics port is chosen here: it says which only once it
+  // is active.
+  const int metrics_port = FreeLoopbackPort();
+  std::vector<std::string> argv = sdgd_argv_;
+  for (std::string& arg : argv) {
+    if (absl::StartsWith(arg, "--metrics_listen=")) {
+      arg = absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Subprocess>> standby = StartSdgdProcess(argv);
   if (!standby.ok()) return standby.status();
-  const std::string standby_log = sdgd_logs_.back();
+  standby_ = *std::move(standby);
+  const std::string log = sdgd_logs_.back();
   if (!Eventually(
           [&] {
-            return absl::StrContains(ReadFile(standby_log),
+            return absl::StrContains(ReadFile(log),
                                      "\"msg\":\"standby: another replica");
           },
           kStartTimeout)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("the second sdgd never said it waits as a standby; "
-                     "its log:\n",
-                     ReadFile(standby_log)));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the second sdgd never said it waits as a standby; its log:\n",
+        ReadFile(log)));
   }
-  (*standby)->Signal(SIGSTOP);
+  return absl::StrCat("http://127.0.0.1:", metrics_port);
+}
+
+absl::StatusOr<int> Stack::FailOverToStandby(
+    int signal_number, std::function<void()> while_stopped) {
+  if (standby_ == nullptr) {
+    return absl::FailedPreconditionError("no standby: call StartStandby");
+  }
+  standby_->Signal(SIGSTOP);
   sdgd_->Signal(signal_number);
   const int status = sdgd_->Wait();
   if (while_stopped) while_stopped();
-  (*standby)->Signal(SIGCONT);
-  sdgd_ = *std::move(standby);
+  standby_->Signal(SIGCONT);
+  sdgd_ = std::move(standby_);
   if (absl::Status listening = AwaitSdgdListening(); !listening.ok()) {
     return listening;
   }

@@ -50,11 +50,14 @@ class Stack {
       int signal_number, std::function<void()> while_stopped = nullptr);
 
   // With the PostgreSQL store: starts a second sdgd on the same flags (its
-  // own metrics port), waits until it is a standby for the replica lease,
-  // and pauses it (SIGSTOP). Then sends the active sdgd `signal_number`,
-  // waits for it to exit, runs `while_stopped`, and lets the standby go on
-  // (SIGCONT) until it has taken the lease and listens on the same port: it
-  // is this stack's sdgd from then on. Returns the old process's wait status.
+  // own metrics port) and returns once it says it waits as a standby for
+  // the replica lease. Returns the base URL of its probes and /metrics.
+  absl::StatusOr<std::string> StartStandby();
+  // After StartStandby: pauses the standby (SIGSTOP), sends the active sdgd
+  // `signal_number`, waits for it to exit, runs `while_stopped`, and lets
+  // the standby go on (SIGCONT) until it has taken the lease and listens on
+  // the same port: it is this stack's sdgd from then on. Returns the old
+  // process's wait status.
   absl::StatusOr<int> FailOverToStandby(
       int signal_number, std::function<void()> while_stopped = nullptr);
 
@@ -76,7 +79,8 @@ class Stack {
   // Starts sdgd on sdgd_argv_ with its own log file, and waits until it
   // listens.
   absl::Status StartSdgd();
-  absl::StatusOr<std::unique_ptr<Subprocess>> StartSdgdProcess();
+  absl::StatusOr<std::unique_ptr<Subprocess>> StartSdgdProcess(
+      const std::vector<std::string>& argv);
   absl::Status AwaitSdgdListening();
   // A restarted sdgd or a standby listens on the port the first one took.
   void KeepTheSdgdPort();
@@ -87,6 +91,7 @@ class Stack {
   std::string dir_;
   std::unique_ptr<Subprocess> llmsim_;
   std::unique_ptr<Subprocess> sdgd_;
+  std::unique_ptr<Subprocess> standby_;  // StartStandby's, until it takes over
   std::vector<std::string> llmsim_argv_;
   int llmsim_starts_ = 0;
   std::vector<std::string> sdgd_argv_;
