@@ -22,11 +22,28 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "sdg/v1/generation.pb.h"
 
 namespace sdg {
+
+// A commit (or any store write) refused because another replica took over
+// this one's jobs: the PostgreSQL store's replica lease. Neither the job's
+// failure nor a transient error here: the job goes on on the other
+// replica, where a client that calls again finds it (the RPC edge makes
+// this UNAVAILABLE).
+inline constexpr absl::string_view kFencedOutPayload = "sdg.dev/fenced-out";
+inline absl::Status FencedOutError(absl::string_view message) {
+  absl::Status status = absl::FailedPreconditionError(message);
+  status.SetPayload(kFencedOutPayload, absl::Cord());
+  return status;
+}
+inline bool IsFencedOut(const absl::Status& status) {
+  return status.GetPayload(kFencedOutPayload).has_value();
+}
 
 class EventLog {
  public:

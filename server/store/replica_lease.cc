@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
+#include "server/store/event_log.h"
 
 namespace sdg {
 namespace {
@@ -31,6 +32,11 @@ constexpr const char* kRenew =
 constexpr const char* kRelease =
     "UPDATE sdg_replica_lease SET owner = NULL, expires_at = NULL "
     "WHERE id = 1 AND owner = $1 AND epoch = $2";
+
+// The lease's length in whole milliseconds, as the statements take it.
+int64_t TtlMilliseconds(absl::Duration ttl) {
+  return std::max<int64_t>(1, absl::ToInt64Milliseconds(ttl));
+}
 
 }  // namespace
 
@@ -55,8 +61,7 @@ absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
   if (options.replica.empty()) options.replica = DefaultReplicaName();
   SDG_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> conn,
                        pg::Connection::Open(options.conninfo));
-  const int64_t ttl_ms =
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(options.ttl));
+  const int64_t ttl_ms = TtlMilliseconds(options.ttl);
   absl::Notification never;
   const absl::Notification& stop =
       options.stop_waiting != nullptr ? *options.stop_waiting : never;
@@ -118,13 +123,9 @@ ReplicaLease::~ReplicaLease() {
   }
   if (lost) return;
   absl::Status released =
-      conn_->ok() || conn_->Reset().ok()
-          ? conn_
-                ->Exec(kRelease,
-                       pg::Params().Text(options_.replica).Int64(epoch_),
-                       "releasing the replica lease")
-                .status()
-          : absl::UnavailableError("the database is unreachable");
+      Exec(kRelease, pg::Params().Text(options_.replica).Int64(epoch_),
+           "releasing the replica lease")
+          .status();
   if (released.ok()) {
     Log(LogLevel::kInfo, "replica lease released",
         {{"replica", options_.replica}, {"epoch", epoch_}});
@@ -137,8 +138,7 @@ ReplicaLease::~ReplicaLease() {
 }
 
 void ReplicaLease::RenewLoop() {
-  const int64_t ttl_ms =
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.ttl));
+  const int64_t ttl_ms = TtlMilliseconds(options_.ttl);
   bool failing = false;
   for (;;) {
     {
@@ -149,19 +149,15 @@ void ReplicaLease::RenewLoop() {
         return;
       }
     }
-    absl::StatusOr<pg::Result> renewed =
-        conn_->ok() || conn_->Reset().ok()
-            ? conn_->Exec(kRenew,
-                          pg::Params()
-                              .Text(options_.replica)
-                              .Int64(epoch_)
-                              .Int64(ttl_ms),
-                          "renewing the replica lease")
-            : absl::StatusOr<pg::Result>(
-                  absl::UnavailableError("the database is unreachable"));
+    absl::StatusOr<pg::Result> renewed = Exec(
+        kRenew, pg::Params().Text(options_.replica).Int64(epoch_).Int64(ttl_ms),
+        "renewing the replica lease");
     if (!renewed.ok()) {
-      // The database is down: nobody can take the lease meanwhile, and
-      // nothing this replica writes commits. Keep trying.
+      // The database is unreachable from here. Nothing this replica writes
+      // commits meanwhile (each write is fenced by the same lease). If the
+      // database is up for others (a partition) and the lease expires, a
+      // standby takes over, and the renewal after the reconnect finds the
+      // lease lost. Keep trying.
       if (!failing) {
         Log(LogLevel::kWarning, "cannot renew the replica lease; retrying",
             {{"error", std::string(renewed.status().message())}});
@@ -177,8 +173,15 @@ void ReplicaLease::RenewLoop() {
   }
 }
 
+absl::StatusOr<pg::Result> ReplicaLease::Exec(absl::string_view sql,
+                                              const pg::Params& params,
+                                              const char* doing) {
+  if (!conn_->ok()) SDG_RETURN_IF_ERROR(conn_->Reset());
+  return conn_->Exec(sql, params, doing);
+}
+
 absl::Status ReplicaLease::Lost(const char* doing) {
-  absl::Status error = absl::FailedPreconditionError(absl::StrCat(
+  absl::Status error = FencedOutError(absl::StrCat(
       "this replica (", options_.replica, ", epoch ", epoch_,
       ") no longer holds the replica lease: another sdgd took over its jobs; ",
       doing, " was refused"));

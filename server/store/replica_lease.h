@@ -79,6 +79,9 @@ class ReplicaLease {
                int64_t epoch);
   // The renewing thread: renews every ttl/3 until the destructor.
   void RenewLoop();
+  // On conn_, reconnecting first if the database dropped it.
+  absl::StatusOr<pg::Result> Exec(absl::string_view sql,
+                                  const pg::Params& params, const char* doing);
 
   const Options options_;
   const int64_t epoch_;

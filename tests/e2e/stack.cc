@@ -158,9 +158,27 @@ absl::StatusOr<int> Stack::FailOverToStandby(
   }
   standby_->Signal(SIGSTOP);
   sdgd_->Signal(signal_number);
-  const int status = sdgd_->Wait();
+  const bool frozen = signal_number == SIGSTOP;
+  int status = frozen ? 0 : sdgd_->Wait();
   if (while_stopped) while_stopped();
   standby_->Signal(SIGCONT);
+  if (frozen) {
+    // The frozen replica wakes once the standby has taken its lease, and
+    // must find itself fenced out.
+    const std::string log = sdgd_logs_.back();
+    if (!Eventually(
+            [&] {
+              return absl::StrContains(ReadFile(log),
+                                       "\"msg\":\"replica lease taken");
+            },
+            kStartTimeout)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the standby never took the frozen replica's lease; its log:\n",
+          ReadFile(log)));
+    }
+    sdgd_->Signal(SIGCONT);
+    status = sdgd_->Wait();
+  }
   sdgd_ = std::move(standby_);
   if (absl::Status listening = AwaitSdgdListening(); !listening.ok()) {
     return listening;

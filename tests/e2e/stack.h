@@ -57,7 +57,9 @@ class Stack {
   // `signal_number`, waits for it to exit, runs `while_stopped`, and lets
   // the standby go on (SIGCONT) until it has taken the lease and listens on
   // the same port: it is this stack's sdgd from then on. Returns the old
-  // process's wait status.
+  // process's wait status. With SIGSTOP (a replica frozen, or cut off,
+  // past its lease) the old sdgd is let go on (SIGCONT) once the standby
+  // has taken the lease, and its exit status is returned.
   absl::StatusOr<int> FailOverToStandby(
       int signal_number, std::function<void()> while_stopped = nullptr);
 
