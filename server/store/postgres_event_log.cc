@@ -31,7 +31,11 @@ class PostgresEventLog::TableReader final : public EventLog::Reader {
         committed = log_->progress_.committed();
       }
       if (last_read_ >= committed) return std::nullopt;
-      if (absl::Status s = Fetch(committed); !s.ok()) return s;
+      if (log_->ReadRecent(last_read_, kReadPage, page_)) {
+        // (No query: this log committed them a moment ago.)
+      } else if (absl::Status s = Fetch(committed); !s.ok()) {
+        return s;
+      }
       if (page_.empty()) {
         return absl::DataLossError(absl::StrCat(
             "PostgreSQL: job ", log_->job_id_, "'s event ", last_read_ + 1,
@@ -146,16 +150,35 @@ std::vector<EventLog::EncodedEvent> PostgresEventLog::TakePending() {
   return std::exchange(pending_, {});
 }
 
-void PostgresEventLog::Committed(const std::vector<EncodedEvent>& events,
+void PostgresEventLog::Committed(std::vector<EncodedEvent> events,
                                  const absl::Status& status) {
   if (events.empty()) return;
+  const uint64_t last = events.back().sequence;
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
-    for (const EncodedEvent& event : events) {
+    for (EncodedEvent& event : events) {
       uncommitted_bytes_ -= event.bytes.size();
+      recent_bytes_ += event.bytes.size();
+      recent_.push_back(std::move(event));
+    }
+    while (recent_bytes_ > kRecentBytes && recent_.size() > events.size()) {
+      recent_bytes_ -= recent_.front().bytes.size();
+      recent_.pop_front();
     }
   }
-  ReportCommit(events.back().sequence, status);
+  ReportCommit(last, status);
+}
+
+bool PostgresEventLog::ReadRecent(uint64_t after, size_t max,
+                                  std::deque<EncodedEvent>& out) const {
+  absl::MutexLock lock(&mu_);
+  if (recent_.empty() || recent_.front().sequence > after + 1) return false;
+  // recent_ is dense: the event after `after` is at this index.
+  for (size_t i = after + 1 - recent_.front().sequence;
+       i < recent_.size() && out.size() < max; ++i) {
+    out.push_back(recent_[i]);
+  }
+  return !out.empty();
 }
 
 bool PostgresEventLog::Retry(std::vector<EncodedEvent> events) {
@@ -256,7 +279,7 @@ std::vector<std::shared_ptr<PostgresEventLog>> PostgresCommitter::CommitRound(
   std::vector<std::shared_ptr<PostgresEventLog>> retry;
   for (size_t i = 0; i < logs.size(); ++i) {
     if (error.ok()) {
-      logs[i]->Committed(events[i], error);
+      logs[i]->Committed(std::move(events[i]), error);
     } else if (!last_try && pg::IsTransient(error) &&
                schedule_.options().max_outage > absl::ZeroDuration()) {
       if (logs[i]->Retry(std::move(events[i]))) retry.push_back(logs[i]);
@@ -264,7 +287,7 @@ std::vector<std::shared_ptr<PostgresEventLog>> PostgresCommitter::CommitRound(
       Log(LogLevel::kError, "PostgreSQL event log: commit failed",
           {{"job_id", logs[i]->job_id_},
            {"error", std::string(error.message())}});
-      logs[i]->Committed(events[i], error);
+      logs[i]->Committed(std::move(events[i]), error);
     }
   }
   return retry;

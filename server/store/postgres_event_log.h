@@ -6,9 +6,14 @@
 // down, restarting or failing over) is retried with what was appended
 // since; a retried row that did reach the table is kept once (ON CONFLICT
 // DO NOTHING on the job and sequence).
+//
+// Readers read the table, a page per short query, except for the events
+// this log committed last (up to kRecentBytes), which they take from
+// memory: a watcher following a live job costs the database nothing.
 #ifndef SDG_SERVER_STORE_POSTGRES_EVENT_LOG_H_
 #define SDG_SERVER_STORE_POSTGRES_EVENT_LOG_H_
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +50,9 @@ class PostgresEventLog final
   absl::StatusOr<std::unique_ptr<Reader>> Read(
       uint64_t after_sequence) override;
 
+  // How much of what it committed last a log keeps for its readers.
+  static constexpr size_t kRecentBytes = 1 << 20;
+
  private:
   friend class PostgresCommitter;
   class TableReader;
@@ -55,8 +63,12 @@ class PostgresEventLog final
   std::vector<EncodedEvent> TakePending();
   // For the committer: `events` are in the table, or (error) will never
   // be.
-  void Committed(const std::vector<EncodedEvent>& events,
-                 const absl::Status& status);
+  void Committed(std::vector<EncodedEvent> events, const absl::Status& status);
+  // Copies the committed events after `after`, up to `max`, into the empty
+  // `out` if recent_ holds the first of them. False if it does not (read
+  // the table).
+  bool ReadRecent(uint64_t after, size_t max,
+                  std::deque<EncodedEvent>& out) const;
   // For the committer: `events` failed to get there and go back before
   // what was appended since. True if the committer is to queue the log
   // again (false: an append queued it already).
@@ -72,7 +84,11 @@ class PostgresEventLog final
   // Bytes appended and not yet committed (pending or in a round).
   size_t uncommitted_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool queued_ ABSL_GUARDED_BY(mu_) = false;  // with the committer
-  bool loaded_ ABSL_GUARDED_BY(mu_) = true;   // a finished log's end known
+  // The events committed last, in order, and their bytes (kRecentBytes at
+  // most, but always the last round's).
+  std::deque<EncodedEvent> recent_ ABSL_GUARDED_BY(mu_);
+  size_t recent_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool loaded_ ABSL_GUARDED_BY(mu_) = true;  // a finished log's end known
 };
 
 // The thread that commits PostgreSQL logs: a round takes every log with

@@ -1,9 +1,12 @@
 #include "server/store/postgres_job_store.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "server/store/postgres_schema.h"
@@ -62,8 +65,17 @@ absl::StatusOr<T> RetryTransient(
   }
 }
 
+// Shards ask for their rows in order, a few at a time: each query reads
+// ahead (up to kReadAheadRows rows and kReadAheadBytes), and the shards
+// that follow take their rows from that window, so that a job costs the
+// database one query per window rather than one per shard. One query at a
+// time per dataset: a worker that misses while another fetches waits for
+// it, as what it fetches is most likely what it needs.
 class PostgresDataset final : public Dataset {
  public:
+  static constexpr int64_t kReadAheadRows = 1024;
+  static constexpr int64_t kReadAheadBytes = 1 << 20;
+
   PostgresDataset(std::shared_ptr<pg::Pool> pool, int64_t id, int64_t rows,
                   absl::Duration max_outage)
       : pool_(std::move(pool)), id_(id), rows_(rows), max_outage_(max_outage) {}
@@ -72,28 +84,85 @@ class PostgresDataset final : public Dataset {
 
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       int64_t first, int64_t count) const override {
-    return RetryTransient<std::vector<google::protobuf::Struct>>(
-        max_outage_, [&] { return ReadRowsOnce(first, count); });
+    count = std::max<int64_t>(0, std::min(count, rows_ - first));
+    std::vector<std::string> serialized;
+    if (!TakeFromWindow(first, count, serialized)) {
+      absl::StatusOr<std::vector<std::string>> fetched =
+          RetryTransient<std::vector<std::string>>(
+              max_outage_, [&] { return Fetch(first, count); });
+      absl::MutexLock lock(&mu_);
+      fetching_ = false;
+      if (!fetched.ok()) return fetched.status();
+      window_first_ = first;
+      window_ = *std::move(fetched);
+      CopyFromWindowLocked(first, count, serialized);
+    }
+    std::vector<google::protobuf::Struct> rows(serialized.size());
+    for (size_t i = 0; i < serialized.size(); ++i) {
+      if (!rows[i].ParseFromString(serialized[i])) {
+        return absl::DataLossError(
+            absl::StrCat("PostgreSQL: dataset ", id_, " row ",
+                         first + static_cast<int64_t>(i), " is damaged"));
+      }
+    }
+    return rows;
   }
 
  private:
-  absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRowsOnce(
-      int64_t first, int64_t count) const {
+  // Copies rows [first, first + count) into `out` if the window holds them
+  // all; else marks this caller as the one that fetches.
+  bool TakeFromWindow(int64_t first, int64_t count,
+                      std::vector<std::string>& out) const {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](bool* fetching) { return !*fetching; }, &fetching_));
+    if (count == 0 || (first >= window_first_ &&
+                       first + count <= window_first_ + static_cast<int64_t>(
+                                                            window_.size()))) {
+      CopyFromWindowLocked(first, count, out);
+      return true;
+    }
+    fetching_ = true;
+    return false;
+  }
+
+  void CopyFromWindowLocked(int64_t first, int64_t count,
+                            std::vector<std::string>& out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t begin = first - window_first_;
+    for (int64_t i = std::max<int64_t>(0, begin);
+         i < begin + count && i < static_cast<int64_t>(window_.size()); ++i) {
+      out.push_back(window_[i]);
+    }
+  }
+
+  // Rows [first, first + count), then more while within the read-ahead.
+  absl::StatusOr<std::vector<std::string>> Fetch(int64_t first,
+                                                 int64_t count) const {
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
     SDG_ASSIGN_OR_RETURN(
         pg::Result result,
-        conn->Exec("SELECT row FROM dataset_rows WHERE dataset = $1 "
-                   "AND row_index >= $2 AND row_index < $3 ORDER BY row_index",
-                   pg::Params().Int64(id_).Int64(first).Int64(first + count),
-                   "reading a dataset's rows"));
-    std::vector<google::protobuf::Struct> rows(result.rows());
+        conn->Exec(
+            "SELECT row FROM (SELECT row_index, row, sum(octet_length(row)) "
+            "OVER (ORDER BY row_index) AS bytes FROM dataset_rows "
+            "WHERE dataset = $1 AND row_index >= $2 AND row_index < $3) r "
+            "WHERE row_index < $4 OR bytes <= $5 ORDER BY row_index",
+            pg::Params()
+                .Int64(id_)
+                .Int64(first)
+                .Int64(first + std::max(count, kReadAheadRows))
+                .Int64(first + count)
+                .Int64(kReadAheadBytes),
+            "reading a dataset's rows"));
+    if (result.rows() < count) {
+      return absl::DataLossError(absl::StrCat(
+          "PostgreSQL: dataset ", id_, " has ", result.rows(),
+          " rows from row ", first, ", not the ", count, " expected"));
+    }
+    std::vector<std::string> rows;
+    rows.reserve(result.rows());
     for (int i = 0; i < result.rows(); ++i) {
-      const absl::string_view bytes = result.Bytes(i, 0);
-      if (!rows[i].ParseFromArray(bytes.data(),
-                                  static_cast<int>(bytes.size()))) {
-        return absl::DataLossError(absl::StrCat(
-            "PostgreSQL: dataset ", id_, " row ", first + i, " is damaged"));
-      }
+      rows.emplace_back(result.Bytes(i, 0));
     }
     return rows;
   }
@@ -102,6 +171,11 @@ class PostgresDataset final : public Dataset {
   const int64_t id_;
   const int64_t rows_;
   const absl::Duration max_outage_;
+  mutable absl::Mutex mu_;
+  mutable bool fetching_ ABSL_GUARDED_BY(mu_) = false;
+  // Rows [window_first_, window_first_ + window_.size()), serialized.
+  mutable int64_t window_first_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::vector<std::string> window_ ABSL_GUARDED_BY(mu_);
 };
 
 // Sends rows to dataset_rows in batches as they come; Finish makes the
