@@ -44,3 +44,6 @@ stored_state=$(mktemp -d)
 "$build/bench/stored_jobs_bench" restart "$stored_state/state" 2> /dev/null |
   tee -a "$root/bench/results/stored_jobs.jsonl"
 rm -rf "$stored_state"
+echo "== the PostgreSQL store against SQLite, one replica"
+/usr/bin/python3 "$root/bench/store_bench.py" --build "$build" |
+  tee "$root/bench/results/store.txt"
