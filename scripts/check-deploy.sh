@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Offline checks of the deployment files, against the real tools where this
 # machine has them:
-#   - deploy/k8s and its overlay render with `kubectl kustomize`, and every
+#   - deploy/k8s and its overlays render with `kubectl kustomize`, and every
 #     rendered object validates against its Kubernetes schema
 #     (kubernetes-models, @kubernetes-models/prometheus-operator);
 #   - docker/Dockerfile passes dockerfilelint;
@@ -19,7 +19,8 @@ if [ ! -d "$check/node_modules" ]; then
   (cd "$check" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-for dir in deploy/k8s deploy/k8s/overlays/production; do
+for dir in deploy/k8s deploy/k8s/overlays/production \
+  deploy/k8s/overlays/postgresql; do
   echo "== $dir"
   kubectl kustomize "$root/$dir" | node "$check/validate-k8s.mjs"
 done
