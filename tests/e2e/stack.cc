@@ -123,6 +123,17 @@ absl::StatusOr<int> Stack::RestartSdgd(int signal_number,
   return status;
 }
 
+absl::Status Stack::AwaitInLastLog(absl::string_view text,
+                                   absl::string_view failure) const {
+  const std::string& log = sdgd_logs_.back();
+  if (Eventually([&] { return absl::StrContains(ReadFile(log), text); },
+                 kStartTimeout)) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(failure, "; its log:\n", ReadFile(log)));
+}
+
 absl::StatusOr<std::string> Stack::StartStandby() {
   KeepTheSdgdPort();
   // The standby's metrics port is chosen here: it says which only once it
@@ -137,16 +148,11 @@ absl::StatusOr<std::string> Stack::StartStandby() {
   absl::StatusOr<std::unique_ptr<Subprocess>> standby = StartSdgdProcess(argv);
   if (!standby.ok()) return standby.status();
   standby_ = *std::move(standby);
-  const std::string log = sdgd_logs_.back();
-  if (!Eventually(
-          [&] {
-            return absl::StrContains(ReadFile(log),
-                                     "\"msg\":\"standby: another replica");
-          },
-          kStartTimeout)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "the second sdgd never said it waits as a standby; its log:\n",
-        ReadFile(log)));
+  if (absl::Status waiting =
+          AwaitInLastLog("\"msg\":\"standby: another replica",
+                         "the second sdgd never said it waits as a standby");
+      !waiting.ok()) {
+    return waiting;
   }
   return absl::StrCat("http://127.0.0.1:", metrics_port);
 }
@@ -165,16 +171,11 @@ absl::StatusOr<int> Stack::FailOverToStandby(
   if (frozen) {
     // The frozen replica wakes once the standby has taken its lease, and
     // must find itself fenced out.
-    const std::string log = sdgd_logs_.back();
-    if (!Eventually(
-            [&] {
-              return absl::StrContains(ReadFile(log),
-                                       "\"msg\":\"replica lease taken");
-            },
-            kStartTimeout)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the standby never took the frozen replica's lease; its log:\n",
-          ReadFile(log)));
+    if (absl::Status taken =
+            AwaitInLastLog("\"msg\":\"replica lease taken",
+                           "the standby never took the frozen replica's lease");
+        !taken.ok()) {
+      return taken;
     }
     sdgd_->Signal(SIGCONT);
     status = sdgd_->Wait();

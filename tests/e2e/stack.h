@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tests/testing/subprocess.h"
 
 namespace sdg::testing {
@@ -84,6 +85,10 @@ class Stack {
   absl::StatusOr<std::unique_ptr<Subprocess>> StartSdgdProcess(
       const std::vector<std::string>& argv);
   absl::Status AwaitSdgdListening();
+  // Waits until the last sdgd started logs `text`; else `failure` and that
+  // log.
+  absl::Status AwaitInLastLog(absl::string_view text,
+                              absl::string_view failure) const;
   // A restarted sdgd or a standby listens on the port the first one took.
   void KeepTheSdgdPort();
   absl::Status StartLlmsim();
