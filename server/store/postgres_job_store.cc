@@ -1,6 +1,7 @@
 #include "server/store/postgres_job_store.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,55 +86,50 @@ class PostgresDataset final : public Dataset {
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       int64_t first, int64_t count) const override {
     count = std::max<int64_t>(0, std::min(count, rows_ - first));
-    std::vector<std::string> serialized;
-    if (!TakeFromWindow(first, count, serialized)) {
+    if (count == 0) return std::vector<google::protobuf::Struct>();
+    std::shared_ptr<const Window> window = WindowFor(first, count);
+    if (window == nullptr) {
       absl::StatusOr<std::vector<std::string>> fetched =
           RetryTransient<std::vector<std::string>>(
               max_outage_, [&] { return Fetch(first, count); });
       absl::MutexLock lock(&mu_);
       fetching_ = false;
       if (!fetched.ok()) return fetched.status();
-      window_first_ = first;
-      window_ = *std::move(fetched);
-      CopyFromWindowLocked(first, count, serialized);
+      window_ =
+          std::make_shared<const Window>(Window{first, *std::move(fetched)});
+      window = window_;
     }
-    std::vector<google::protobuf::Struct> rows(serialized.size());
-    for (size_t i = 0; i < serialized.size(); ++i) {
-      if (!rows[i].ParseFromString(serialized[i])) {
-        return absl::DataLossError(
-            absl::StrCat("PostgreSQL: dataset ", id_, " row ",
-                         first + static_cast<int64_t>(i), " is damaged"));
+    // Parsed outside the lock, from the window, which no one changes.
+    std::vector<google::protobuf::Struct> rows(count);
+    for (int64_t i = 0; i < count; ++i) {
+      if (!rows[i].ParseFromString(window->rows[first - window->first + i])) {
+        return absl::DataLossError(absl::StrCat(
+            "PostgreSQL: dataset ", id_, " row ", first + i, " is damaged"));
       }
     }
     return rows;
   }
 
  private:
-  // Copies rows [first, first + count) into `out` if the window holds them
-  // all; else marks this caller as the one that fetches.
-  bool TakeFromWindow(int64_t first, int64_t count,
-                      std::vector<std::string>& out) const {
+  // Rows [first, first + rows.size()), serialized, as one query read them.
+  struct Window {
+    int64_t first = 0;
+    std::vector<std::string> rows;
+  };
+
+  // The window if it holds rows [first, first + count); else null, and
+  // this caller is the one that fetches.
+  std::shared_ptr<const Window> WindowFor(int64_t first, int64_t count) const {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](bool* fetching) { return !*fetching; }, &fetching_));
-    if (count == 0 || (first >= window_first_ &&
-                       first + count <= window_first_ + static_cast<int64_t>(
-                                                            window_.size()))) {
-      CopyFromWindowLocked(first, count, out);
-      return true;
+    if (window_ != nullptr && first >= window_->first &&
+        first + count <=
+            window_->first + static_cast<int64_t>(window_->rows.size())) {
+      return window_;
     }
     fetching_ = true;
-    return false;
-  }
-
-  void CopyFromWindowLocked(int64_t first, int64_t count,
-                            std::vector<std::string>& out) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const int64_t begin = first - window_first_;
-    for (int64_t i = std::max<int64_t>(0, begin);
-         i < begin + count && i < static_cast<int64_t>(window_.size()); ++i) {
-      out.push_back(window_[i]);
-    }
+    return nullptr;
   }
 
   // Rows [first, first + count), then more while within the read-ahead.
@@ -173,9 +169,7 @@ class PostgresDataset final : public Dataset {
   const absl::Duration max_outage_;
   mutable absl::Mutex mu_;
   mutable bool fetching_ ABSL_GUARDED_BY(mu_) = false;
-  // Rows [window_first_, window_first_ + window_.size()), serialized.
-  mutable int64_t window_first_ ABSL_GUARDED_BY(mu_) = 0;
-  mutable std::vector<std::string> window_ ABSL_GUARDED_BY(mu_);
+  mutable std::shared_ptr<const Window> window_ ABSL_GUARDED_BY(mu_);
 };
 
 // Sends rows to dataset_rows in batches as they come; Finish makes the
