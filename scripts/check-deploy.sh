@@ -3,7 +3,8 @@
 # machine has them:
 #   - deploy/k8s and its overlays render with `kubectl kustomize`, and every
 #     rendered object validates against its Kubernetes schema
-#     (kubernetes-models, @kubernetes-models/prometheus-operator);
+#     (kubernetes-models, @kubernetes-models/prometheus-operator,
+#     cert-manager and cloudnative-pg);
 #   - docker/Dockerfile passes dockerfilelint;
 #   - docker/prometheus.yml (with deploy/prometheus/rules.yaml) passes
 #     `promtool check config`.
@@ -20,7 +21,7 @@ if [ ! -d "$check/node_modules" ]; then
 fi
 
 for dir in deploy/k8s deploy/k8s/overlays/production \
-  deploy/k8s/overlays/postgresql; do
+  deploy/k8s/overlays/postgresql deploy/k8s/overlays/cloudnative-pg; do
   echo "== $dir"
   kubectl kustomize "$root/$dir" | node "$check/validate-k8s.mjs"
 done

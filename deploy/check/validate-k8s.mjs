@@ -9,6 +9,9 @@ function modulePath(apiVersion) {
   if (apiVersion.startsWith("monitoring.coreos.com/")) {
     return `@kubernetes-models/prometheus-operator/${apiVersion}`;
   }
+  if (apiVersion.startsWith("postgresql.cnpg.io/")) {
+    return `@kubernetes-models/cloudnative-pg/${apiVersion}`;
+  }
   if (apiVersion.startsWith("cert-manager.io/")) {
     return `@kubernetes-models/cert-manager/${apiVersion}`;
   }
