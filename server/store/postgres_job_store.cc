@@ -1,6 +1,8 @@
 #include "server/store/postgres_job_store.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -15,8 +17,6 @@
 namespace sdg {
 namespace {
 
-// A builder sends its rows in batches of this many bytes.
-constexpr size_t kRowBatchBytes = 1 << 20;
 // Rows of an upload or a job's dataset that never finished (a crash
 // mid-upload) go after this long.
 constexpr absl::Duration kUnfinishedDatasetAge = absl::Hours(24);
@@ -66,12 +66,23 @@ absl::StatusOr<T> RetryTransient(
   }
 }
 
+// A dataset's rows are stored in chunks (dataset_chunks): each chunk
+// holds rows [first_row, first_row + row_count), each row a 4-byte
+// big-endian length and then the serialized Struct.
+constexpr size_t kRowLengthBytes = 4;
+
+void AppendRowLength(uint32_t length, std::string& chunk) {
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    chunk.push_back(static_cast<char>((length >> shift) & 0xff));
+  }
+}
+
 // Shards ask for their rows in order, a few at a time: each query reads
-// ahead (up to kReadAheadRows rows and kReadAheadBytes), and the shards
-// that follow take their rows from that window, so that a job costs the
-// database one query per window rather than one per shard. One query at a
-// time per dataset: a worker that misses while another fetches waits for
-// it, as what it fetches is most likely what it needs.
+// ahead (whole chunks, up to kReadAheadRows rows and kReadAheadBytes), and
+// the shards that follow take their rows from that window, so that a job
+// costs the database one query per window rather than one per shard. One
+// query at a time per dataset: a worker that misses while another fetches
+// waits for it, as what it fetches is most likely what it needs.
 class PostgresDataset final : public Dataset {
  public:
   static constexpr int64_t kReadAheadRows = 1024;
@@ -89,20 +100,21 @@ class PostgresDataset final : public Dataset {
     if (count == 0) return std::vector<google::protobuf::Struct>();
     std::shared_ptr<const Window> window = WindowFor(first, count);
     if (window == nullptr) {
-      absl::StatusOr<std::vector<std::string>> fetched =
-          RetryTransient<std::vector<std::string>>(
+      absl::StatusOr<std::shared_ptr<const Window>> fetched =
+          RetryTransient<std::shared_ptr<const Window>>(
               max_outage_, [&] { return Fetch(first, count); });
       absl::MutexLock lock(&mu_);
       fetching_ = false;
       if (!fetched.ok()) return fetched.status();
-      window_ =
-          std::make_shared<const Window>(Window{first, *std::move(fetched)});
+      window_ = *std::move(fetched);
       window = window_;
     }
     // Parsed outside the lock, from the window, which no one changes.
     std::vector<google::protobuf::Struct> rows(count);
     for (int64_t i = 0; i < count; ++i) {
-      if (!rows[i].ParseFromString(window->rows[first - window->first + i])) {
+      const absl::string_view bytes = window->rows[first - window->first + i];
+      if (!rows[i].ParseFromArray(bytes.data(),
+                                  static_cast<int>(bytes.size()))) {
         return absl::DataLossError(absl::StrCat(
             "PostgreSQL: dataset ", id_, " row ", first + i, " is damaged"));
       }
@@ -111,10 +123,17 @@ class PostgresDataset final : public Dataset {
   }
 
  private:
-  // Rows [first, first + rows.size()), serialized, as one query read them.
+  // Rows [first, first + rows.size()) as one query read them: whole
+  // chunks, and a view of each row in them. Built in place and never
+  // moved, as the views point into the chunks.
   struct Window {
+    Window() = default;
+    Window(const Window&) = delete;
+    Window& operator=(const Window&) = delete;
+
     int64_t first = 0;
-    std::vector<std::string> rows;
+    std::vector<std::string> chunks;
+    std::vector<absl::string_view> rows;
   };
 
   // The window if it holds rows [first, first + count); else null, and
@@ -132,35 +151,81 @@ class PostgresDataset final : public Dataset {
     return nullptr;
   }
 
-  // Rows [first, first + count), then more while within the read-ahead.
-  absl::StatusOr<std::vector<std::string>> Fetch(int64_t first,
-                                                 int64_t count) const {
+  // The chunks that hold rows [first, first + count), then more while
+  // within the read-ahead.
+  absl::StatusOr<std::shared_ptr<const Window>> Fetch(int64_t first,
+                                                      int64_t count) const {
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
     SDG_ASSIGN_OR_RETURN(
         pg::Result result,
-        conn->Exec(
-            "SELECT row FROM (SELECT row_index, row, sum(octet_length(row)) "
-            "OVER (ORDER BY row_index) AS bytes FROM dataset_rows "
-            "WHERE dataset = $1 AND row_index >= $2 AND row_index < $3) r "
-            "WHERE row_index < $4 OR bytes <= $5 ORDER BY row_index",
-            pg::Params()
-                .Int64(id_)
-                .Int64(first)
-                .Int64(first + std::max(count, kReadAheadRows))
-                .Int64(first + count)
-                .Int64(kReadAheadBytes),
-            "reading a dataset's rows"));
-    if (result.rows() < count) {
-      return absl::DataLossError(absl::StrCat(
-          "PostgreSQL: dataset ", id_, " has ", result.rows(),
-          " rows from row ", first, ", not the ", count, " expected"));
-    }
-    std::vector<std::string> rows;
-    rows.reserve(result.rows());
+        conn->Exec("SELECT first_row, row_count, rows FROM (SELECT first_row, "
+                   "row_count, rows, sum(octet_length(rows)) "
+                   "OVER (ORDER BY first_row) AS bytes FROM dataset_chunks "
+                   "WHERE dataset = $1 AND first_row < $3 AND first_row >= "
+                   "(SELECT first_row FROM dataset_chunks WHERE dataset = $1 "
+                   "AND first_row <= $2 ORDER BY first_row DESC LIMIT 1)) c "
+                   "WHERE first_row < $4 OR bytes <= $5 ORDER BY first_row",
+                   pg::Params()
+                       .Int64(id_)
+                       .Int64(first)
+                       .Int64(first + std::max(count, kReadAheadRows))
+                       .Int64(first + count)
+                       .Int64(kReadAheadBytes),
+                   "reading a dataset's rows"));
+    auto window = std::make_shared<Window>();
+    window->chunks.reserve(result.rows());
     for (int i = 0; i < result.rows(); ++i) {
-      rows.emplace_back(result.Bytes(i, 0));
+      const int64_t chunk_first = result.Int64(i, 0);
+      if (i == 0) window->first = chunk_first;
+      const int64_t expected_first =
+          window->first + static_cast<int64_t>(window->rows.size());
+      if (chunk_first != expected_first) {
+        return absl::DataLossError(absl::StrCat(
+            "PostgreSQL: dataset ", id_, " has a chunk at row ", chunk_first,
+            " where row ", expected_first, " was expected"));
+      }
+      const absl::string_view chunk =
+          window->chunks.emplace_back(result.Bytes(i, 2));
+      SDG_RETURN_IF_ERROR(
+          SplitChunk(chunk, chunk_first, result.Int32(i, 1), window->rows));
     }
-    return rows;
+    const int64_t end =
+        window->first + static_cast<int64_t>(window->rows.size());
+    if (result.rows() == 0 || window->first > first || end < first + count) {
+      return absl::DataLossError(
+          absl::StrCat("PostgreSQL: dataset ", id_, " lacks rows in [", first,
+                       ", ", first + count, "); its stored chunks hold ",
+                       result.rows() == 0
+                           ? std::string("none of them")
+                           : absl::StrCat("[", window->first, ", ", end, ")")));
+    }
+    return window;
+  }
+
+  // Appends views of the `row_count` rows of `chunk` (which starts at row
+  // `chunk_first`) to `rows`.
+  absl::Status SplitChunk(absl::string_view chunk, int64_t chunk_first,
+                          int32_t row_count,
+                          std::vector<absl::string_view>& rows) const {
+    for (int32_t i = 0; i < row_count; ++i) {
+      if (chunk.size() < kRowLengthBytes) return Damaged(chunk_first);
+      uint32_t length = 0;
+      for (size_t b = 0; b < kRowLengthBytes; ++b) {
+        length = (length << 8) | static_cast<unsigned char>(chunk[b]);
+      }
+      chunk.remove_prefix(kRowLengthBytes);
+      if (chunk.size() < length) return Damaged(chunk_first);
+      rows.push_back(chunk.substr(0, length));
+      chunk.remove_prefix(length);
+    }
+    if (!chunk.empty()) return Damaged(chunk_first);
+    return absl::OkStatus();
+  }
+
+  absl::Status Damaged(int64_t chunk_first) const {
+    return absl::DataLossError(absl::StrCat("PostgreSQL: dataset ", id_,
+                                            " has a damaged chunk at row ",
+                                            chunk_first));
   }
 
   const std::shared_ptr<pg::Pool> pool_;
@@ -172,11 +237,15 @@ class PostgresDataset final : public Dataset {
   mutable std::shared_ptr<const Window> window_ ABSL_GUARDED_BY(mu_);
 };
 
-// Sends rows to dataset_rows in batches as they come; Finish makes the
-// dataset complete and gives it to its holder in one transaction. A
+// Packs rows into chunks of about kChunkBytes and sends the chunks to
+// dataset_chunks in batches of about kBatchBytes as they come; Finish makes
+// the dataset complete and gives it to its holder in one transaction. A
 // builder dropped unfinished removes what it sent.
 class PostgresDatasetBuilder final : public DatasetBuilder {
  public:
+  static constexpr size_t kChunkBytes = 64 << 10;
+  static constexpr size_t kBatchBytes = 1 << 20;
+
   PostgresDatasetBuilder(std::shared_ptr<pg::Pool> pool, std::string holder,
                          int64_t id, absl::Duration max_outage)
       : pool_(std::move(pool)),
@@ -195,18 +264,30 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
   }
 
   absl::Status Add(const google::protobuf::Struct& row) override {
+    const size_t size = row.ByteSizeLong();
+    if (size > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", info_.rows, " is ", size,
+                       " bytes serialized, more than a dataset row can be"));
+    }
     info_.Add(row);
-    std::string& bytes = batch_.emplace_back();
-    if (!row.SerializeToString(&bytes)) {
+    Chunk& chunk = open_chunk_;
+    const size_t at = chunk.rows.size();
+    AppendRowLength(static_cast<uint32_t>(size), chunk.rows);
+    chunk.rows.resize(at + kRowLengthBytes + size);
+    if (!row.SerializeToArray(chunk.rows.data() + at + kRowLengthBytes,
+                              static_cast<int>(size))) {
       return absl::InvalidArgumentError(
           absl::StrCat("row ", info_.rows - 1, " cannot be serialized"));
     }
-    batch_bytes_ += bytes.size();
-    if (batch_bytes_ >= kRowBatchBytes) return Flush();
+    ++chunk.row_count;
+    bytes_ += static_cast<int64_t>(size);
+    if (chunk.rows.size() >= kChunkBytes) return CloseChunk();
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::shared_ptr<Dataset>> Finish() override {
+    SDG_RETURN_IF_ERROR(CloseChunk());
     SDG_RETURN_IF_ERROR(Flush());
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
     SDG_ASSIGN_OR_RETURN(pg::Transaction transaction,
@@ -232,25 +313,45 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
   }
 
  private:
+  struct Chunk {
+    int64_t first_row = 0;
+    int32_t row_count = 0;
+    std::string rows;
+  };
+
+  // Moves the open chunk, if it holds rows, to the batch to send.
+  absl::Status CloseChunk() {
+    if (open_chunk_.row_count == 0) return absl::OkStatus();
+    const int64_t next_row = open_chunk_.first_row + open_chunk_.row_count;
+    batch_bytes_ += open_chunk_.rows.size();
+    batch_.push_back(std::move(open_chunk_));
+    open_chunk_ = Chunk{next_row, 0, {}};
+    if (batch_bytes_ >= kBatchBytes) return Flush();
+    return absl::OkStatus();
+  }
+
   absl::Status Flush() {
     if (batch_.empty()) return absl::OkStatus();
-    std::vector<int64_t> indexes;
+    std::vector<int64_t> first_rows;
+    std::vector<int32_t> row_counts;
     std::vector<absl::string_view> rows;
-    indexes.reserve(batch_.size());
-    rows.reserve(batch_.size());
-    for (const std::string& row : batch_) {
-      indexes.push_back(sent_ + static_cast<int64_t>(indexes.size()));
-      rows.push_back(row);
+    for (const Chunk& chunk : batch_) {
+      first_rows.push_back(chunk.first_row);
+      row_counts.push_back(chunk.row_count);
+      rows.push_back(chunk.rows);
     }
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
     SDG_RETURN_IF_ERROR(
-        conn->Exec("INSERT INTO dataset_rows (dataset, row_index, row) "
-                   "SELECT $1, * FROM unnest($2::bigint[], $3::bytea[])",
-                   pg::Params().Int64(id_).Int64Array(indexes).BytesArray(rows),
+        conn->Exec("INSERT INTO dataset_chunks (dataset, first_row, "
+                   "row_count, rows) SELECT $1, * FROM "
+                   "unnest($2::bigint[], $3::integer[], $4::bytea[])",
+                   pg::Params()
+                       .Int64(id_)
+                       .Int64Array(first_rows)
+                       .Int32Array(row_counts)
+                       .BytesArray(rows),
                    "storing a dataset's rows")
             .status());
-    sent_ += static_cast<int64_t>(batch_.size());
-    bytes_ += static_cast<int64_t>(batch_bytes_);
     batch_.clear();
     batch_bytes_ = 0;
     return absl::OkStatus();
@@ -260,9 +361,9 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
   const std::string holder_;
   const int64_t id_;
   const absl::Duration max_outage_;
-  std::vector<std::string> batch_;
+  Chunk open_chunk_;
+  std::vector<Chunk> batch_;
   size_t batch_bytes_ = 0;
-  int64_t sent_ = 0;
   int64_t bytes_ = 0;
   bool finished_ = false;
 };

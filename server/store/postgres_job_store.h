@@ -1,9 +1,9 @@
 // The PostgreSQL store (--store postgresql://...): records, datasets,
 // uploads and event logs in one database that several sdgd replicas can
-// share. Datasets are stored a row per table row and read by range, so no
-// dataset passes whole through one process's memory. The schema is
-// migrated at open (postgres_schema.h). Credentials come from the conninfo
-// the caller read from a file or from libpq's environment (PGPASSWORD,
+// share. Datasets are stored in chunks of rows (about 64 KiB each) and
+// read by range, so no dataset passes whole through one process's memory. The
+// schema is migrated at open (postgres_schema.h). Credentials come from the
+// conninfo the caller read from a file or from libpq's environment (PGPASSWORD,
 // PGPASSFILE); TLS through libpq's sslmode.
 //
 // Several replicas may share the database: with a replica lease

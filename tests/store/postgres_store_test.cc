@@ -137,6 +137,56 @@ TEST_F(PostgresStoreTest, AStoreAtThePreviousSchemaIsMigratedAndKeepsItsJobs) {
   EXPECT_EQ((*jobs)[0].job_id, "j");
 }
 
+// Version 2 stored a dataset a row per table row (dataset_rows); version 3
+// moves them into chunks, and the job's rows read the same.
+TEST_F(PostgresStoreTest, ADatasetStoredRowByRowIsReadAfterTheMoveToChunks) {
+  constexpr int kRowByRowSchema = 2;
+  constexpr int kRows = 5;
+  {
+    auto conn = Connect();
+    ASSERT_NE(conn, nullptr);
+    ASSERT_TRUE(MigrateSchema(*conn, kRowByRowSchema).ok());
+    auto created = conn->Exec(
+        "INSERT INTO datasets (row_count, bytes, complete, create_ns) "
+        "VALUES (5, 0, true, 1) RETURNING dataset",
+        "creating a dataset");
+    ASSERT_TRUE(created.ok()) << created.status();
+    const int64_t dataset = created->Int64(0, 0);
+    for (int i = 0; i < kRows; ++i) {
+      // Row 3 is empty: a zero-length chunk row must read as a row.
+      const std::string row =
+          i == 3 ? std::string()
+                 : Row(absl::StrCat("old ", i)).SerializeAsString();
+      ASSERT_TRUE(conn->Exec("INSERT INTO dataset_rows (dataset, row_index, "
+                             "row) VALUES ($1, $2, $3)",
+                             pg::Params().Int64(dataset).Int64(i).Bytes(row),
+                             "storing a row")
+                      .ok());
+    }
+    ASSERT_TRUE(conn->Exec("INSERT INTO dataset_holders (holder, dataset) "
+                           "VALUES ('job:j', $1)",
+                           pg::Params().Int64(dataset), "holding it")
+                    .ok());
+  }
+  auto store = OpenStore(conninfo_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto dataset = (*store)->OpenJobDataset("j");
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  for (int first : {0, 2, 4}) {
+    auto rows = (*dataset)->ReadRows(first, kRows);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(rows->size(), static_cast<size_t>(kRows - first));
+    for (int i = first; i < kRows; ++i) {
+      const google::protobuf::Struct& row = (*rows)[i - first];
+      if (i == 3) {
+        EXPECT_TRUE(row.fields().empty());
+      } else {
+        EXPECT_EQ(row.fields().at("q").string_value(), absl::StrCat("old ", i));
+      }
+    }
+  }
+}
+
 TEST_F(PostgresStoreTest, ReplicasOpeningAtOnceMigrateOnce) {
   constexpr int kReplicas = 4;
   std::vector<absl::Status> opened(kReplicas);
@@ -425,7 +475,7 @@ TEST_F(PostgresStoreTest, ABuilderDroppedUnfinishedLeavesNoRows) {
   ASSERT_NE(conn, nullptr);
   auto left = conn->Exec(
       "SELECT (SELECT count(*) FROM datasets)::bigint, "
-      "(SELECT count(*) FROM dataset_rows)::bigint",
+      "(SELECT count(*) FROM dataset_chunks)::bigint",
       "counting");
   ASSERT_TRUE(left.ok()) << left.status();
   EXPECT_EQ(left->Int64(0, 0), 0);
