@@ -2,8 +2,11 @@
 
 #include <endian.h>
 #include <libpq-fe.h>
+#include <poll.h>
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -193,6 +196,32 @@ Connection::Connection(pg_conn* conn) : conn_(conn), name_(ServerName(conn)) {}
 Connection::~Connection() { PQfinish(conn_); }
 
 bool Connection::ok() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+absl::StatusOr<bool> Connection::AwaitNotification(absl::Duration timeout) {
+  auto take_notifications = [this] {
+    bool any = false;
+    while (PGnotify* notification = PQnotifies(conn_)) {
+      PQfreemem(notification);
+      any = true;
+    }
+    return any;
+  };
+  if (take_notifications()) return true;
+  pollfd socket{PQsocket(conn_), POLLIN, 0};
+  const int timeout_ms = static_cast<int>(std::clamp<int64_t>(
+      absl::ToInt64Milliseconds(timeout), 0, std::numeric_limits<int>::max()));
+  // EINTR counts as the timeout: the caller looks again.
+  if (socket.fd >= 0 && poll(&socket, 1, timeout_ms) > 0 &&
+      PQconsumeInput(conn_) == 1) {
+    return take_notifications();
+  }
+  if (socket.fd < 0 || !ok() || (socket.revents & (POLLERR | POLLHUP)) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "PostgreSQL (", name_,
+        "): connection lost: ", CleanMessage(PQerrorMessage(conn_))));
+  }
+  return false;
+}
 
 absl::Status Connection::Reset() {
   PQreset(conn_);

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 struct pg_conn;
 struct pg_result;
@@ -97,6 +98,10 @@ class Connection {
   // Runs several statements separated by semicolons, with no parameters
   // (schema migrations).
   absl::Status ExecScript(const std::string& sql, const char* doing);
+  // Waits up to `timeout` for a notification (NOTIFY on a channel this
+  // connection LISTENs to); true if one arrived, now or during an earlier
+  // statement. UNAVAILABLE if the connection is lost.
+  absl::StatusOr<bool> AwaitNotification(absl::Duration timeout);
   // False once the connection is lost; Reset connects again.
   bool ok() const;
   absl::Status Reset();

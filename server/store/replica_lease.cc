@@ -29,9 +29,16 @@ constexpr const char* kRenew =
     "UPDATE sdg_replica_lease SET expires_at = clock_timestamp() + "
     "$3::bigint * interval '1 millisecond' "
     "WHERE id = 1 AND owner = $1 AND epoch = $2";
+// Releases it and wakes the standbys (they LISTEN: kListen); PostgreSQL
+// sends the notification when the release commits.
 constexpr const char* kRelease =
-    "UPDATE sdg_replica_lease SET owner = NULL, expires_at = NULL "
-    "WHERE id = 1 AND owner = $1 AND epoch = $2";
+    "WITH released AS (UPDATE sdg_replica_lease SET owner = NULL, "
+    "expires_at = NULL WHERE id = 1 AND owner = $1 AND epoch = $2 "
+    "RETURNING 1) SELECT pg_notify('sdg_replica_lease_released', '') "
+    "FROM released";
+constexpr const char* kListen = "LISTEN sdg_replica_lease_released";
+// How often a standby waiting for a release looks at stop_waiting.
+constexpr absl::Duration kStopCheck = absl::Milliseconds(100);
 
 // The lease's length in whole milliseconds, as the statements take it.
 int64_t TtlMilliseconds(absl::Duration ttl) {
@@ -61,6 +68,9 @@ absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
   if (options.replica.empty()) options.replica = DefaultReplicaName();
   SDG_ASSIGN_OR_RETURN(std::unique_ptr<pg::Connection> conn,
                        pg::Connection::Open(options.conninfo));
+  SDG_RETURN_IF_ERROR(
+      conn->Exec(kListen, "listening for the replica lease's release")
+          .status());
   const int64_t ttl_ms = TtlMilliseconds(options.ttl);
   absl::Notification never;
   const absl::Notification& stop =
@@ -73,6 +83,9 @@ absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
                    "taking the replica lease"));
     if (taken.rows() == 1) {
       const int64_t epoch = taken.Int64(0, 0);
+      SDG_RETURN_IF_ERROR(
+          conn->Exec("UNLISTEN *", "no longer listening for releases")
+              .status());
       Log(LogLevel::kInfo,
           "replica lease taken: this replica is the active one",
           {{"replica", options.replica}, {"epoch", epoch}});
@@ -93,13 +106,20 @@ absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
            {"epoch", holder.Int64(0, 1)}});
       if (options.on_standby) options.on_standby(owner);
     }
-    // Look again when it expires, and at least every third of a lease
-    // (a released lease is free at once).
-    const absl::Duration wait = std::clamp(
-        absl::Milliseconds(left_ms), absl::Milliseconds(10), options.ttl / 3);
-    if (stop.WaitForNotificationWithTimeout(wait)) {
-      return absl::CancelledError(absl::StrCat(
-          "stopped while a standby (", owner, " holds the replica lease)"));
+    // Look again when the lease is released (a notification), when it
+    // expires, and at least every third of a lease.
+    const absl::Time look_again =
+        absl::Now() + std::clamp(absl::Milliseconds(left_ms),
+                                 absl::Milliseconds(10), options.ttl / 3);
+    for (absl::Time now = absl::Now(); now < look_again; now = absl::Now()) {
+      if (stop.HasBeenNotified()) {
+        return absl::CancelledError(absl::StrCat(
+            "stopped while a standby (", owner, " holds the replica lease)"));
+      }
+      SDG_ASSIGN_OR_RETURN(
+          const bool released,
+          conn->AwaitNotification(std::min(look_again - now, kStopCheck)));
+      if (released) break;
     }
   }
 }

@@ -3,8 +3,9 @@
 // the database's clock). The others are standbys: they wait, and the first
 // to see the lease released or expired takes it with the next epoch and
 // resumes every job from what is committed. The active renews the lease
-// every third of its length; SIGTERM releases it; kill -9 hands it over
-// when it expires.
+// every third of its length; SIGTERM releases it, and the release wakes
+// the standbys at once (LISTEN/NOTIFY); kill -9 hands it over when it
+// expires.
 //
 // Fencing: every write of the active (event commits, job records) checks,
 // in the same statement, that the lease is still its own at its epoch, and
