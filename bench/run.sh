@@ -47,3 +47,6 @@ rm -rf "$stored_state"
 echo "== the PostgreSQL store against SQLite, one replica"
 /usr/bin/python3 "$root/bench/store_bench.py" --build "$build" |
   tee "$root/bench/results/store.txt"
+echo "== a replica's takeover on PostgreSQL: after SIGKILL, after SIGTERM"
+/usr/bin/python3 "$root/bench/takeover_bench.py" --build "$build" |
+  tee "$root/bench/results/takeover.txt"
