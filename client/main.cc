@@ -24,7 +24,9 @@
 #include "client/job_follow.h"
 #include "client/pipeline_file.h"
 
-ABSL_FLAG(std::string, server, "127.0.0.1:50051", "sdgd address, HOST:PORT");
+ABSL_FLAG(std::string, server, "127.0.0.1:50051",
+          "sdgd address: HOST:PORT, or any gRPC target naming several "
+          "replicas (ipv4:HOST:PORT,HOST:PORT or dns:///NAME:PORT)");
 ABSL_FLAG(bool, tls, false,
           "connect with TLS, verifying sdgd with the system's "
           "roots (or --tls_ca)");

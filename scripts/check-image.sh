@@ -46,6 +46,7 @@ cleanup() {
     podman_ rm -f -t 0 "$tag-$name" > /dev/null 2>&1 || true
   done
   [ -f "$work/containers.conf" ] && compose down -v > /dev/null 2>&1
+  [ -f "$work/compose.hold.yaml" ] && pg_compose down -v > /dev/null 2>&1
   for pid in "${pids[@]}" $sdgctl_pid; do wait "$pid" 2>/dev/null || true; done
   podman_ volume rm -f "$volume" > /dev/null 2>&1 || true
   rm -rf "$work" ${rootfs:+"$rootfs"}
@@ -292,4 +293,84 @@ anonymous=$(podman_ inspect --format '{{range .Mounts}}{{.Name}} {{end}}' \
 compose down -v > /dev/null 2>&1
 [ -n "$anonymous" ] && podman_ volume rm $anonymous > /dev/null
 step "podman-compose ran llmsim and sdgd from docker/compose.yaml; sdgctl generated $lines rows"
+
+# docker/compose.postgresql.yaml: PostgreSQL from docker/postgres.Dockerfile
+# (on the same base), llmsim and two sdgd replicas; compose.hold.yaml holds
+# the job mid-way (llmsim answers 10 requests and never the next two).
+# sdgctl is given both replicas; the active one is killed mid-job, the
+# standby takes the lease and the job, and sdgctl ends with every row once.
+podman_ build --quiet -f docker/postgres.Dockerfile -t sdgd-postgres:local . \
+  > "$work/postgres-build.log" 2>&1 || fail "building docker/postgres.Dockerfile failed"
+export SDG_GRPC_PORT_A=$(free_port) SDG_GRPC_PORT_B=$(free_port)
+cat > "$work/compose.hold.yaml" <<HOLD
+services:
+  llmsim:
+    command: ["--listen=0.0.0.0:8000", "--model=sim-model",
+              "--fault_script=$(printf 'ok,%.0s' {1..10})hang,hang"]
+  # Started here in order, so no restart: the killed replica stays dead and
+  # the standby is the one that takes over.
+  sdgd-a: {restart: "no"}
+  sdgd-b: {restart: "no"}
+HOLD
+pg_tag=$tag-pg
+pg_compose() {
+  CONTAINERS_CONF=$work/containers.conf podman-compose -p "$pg_tag" \
+    -f docker/compose.postgresql.yaml -f "$work/compose.hold.yaml" "$@"
+}
+# await_log CONTAINER TEXT: waits up to 60 s for TEXT in the container's log.
+await_log() {
+  for _ in $(seq 1 600); do
+    podman_ logs "$1" 2>&1 | grep -qF "$2" && return 0
+    sleep 0.1
+  done
+  fail "no '$2' in $1's log: $(podman_ logs "$1" 2>&1 | tail -5)"
+}
+pg_compose up -d --no-build postgres llmsim > "$work/pg-compose.log" 2>&1 \
+  || fail "podman-compose up (postgres, llmsim) failed: $(tail -5 "$work/pg-compose.log")"
+await_log "$pg_tag"_postgres_1 "database system is ready to accept connections"
+pg_compose up -d --no-build sdgd-a >> "$work/pg-compose.log" 2>&1 \
+  || fail "podman-compose up sdgd-a failed"
+await_log "$pg_tag"_sdgd-a_1 "sdgd listening on"
+pg_compose up -d --no-build sdgd-b >> "$work/pg-compose.log" 2>&1 \
+  || fail "podman-compose up sdgd-b failed"
+await_log "$pg_tag"_sdgd-b_1 "standby: another replica holds the lease"
+step "podman-compose ran PostgreSQL, llmsim and two sdgd: sdgd-a active, sdgd-b a standby"
+
+servers=ipv4:127.0.0.1:$SDG_GRPC_PORT_A,127.0.0.1:$SDG_GRPC_PORT_B
+"$sdgctl" generate --server="$servers" --input="$work/rows.jsonl" \
+  --output="$work/pg-out.jsonl" --template='Row {{i}}' --max_tokens=8 \
+  --batch_size=4 --num_workers=2 --reconnect_for=120s \
+  > "$work/pg-sdgctl.log" 2>&1 &
+sdgctl_pid=$!
+for _ in $(seq 1 600); do
+  progress=$("$sdgctl" jobs --server="$servers" --state=running \
+    2> /dev/null | awk 'NR > 1 && $5 == 40' || true)
+  [ -n "$progress" ] && break
+  sleep 0.1
+done
+[ -n "$progress" ] || fail "the job on PostgreSQL did not reach 40 committed rows"
+podman_ kill "$pg_tag"_sdgd-a_1 > /dev/null
+step "killed the active sdgd with 40 of $rows rows committed and two shards in flight"
+status=0
+wait "$sdgctl_pid" || status=$?
+sdgctl_pid=
+[ "$status" = 0 ] || fail "sdgctl generate against two replicas failed: $(tail -5 "$work/pg-sdgctl.log")"
+await_log "$pg_tag"_sdgd-b_1 "replica lease taken: this replica is the active one"
+await_log "$pg_tag"_sdgd-b_1 "job resuming"
+python3 - "$work/pg-out.jsonl" "$rows" <<'PY' || fail "the output on PostgreSQL is not every row once"
+import json, sys
+seen = [json.loads(line)["i"] for line in open(sys.argv[1])]
+rows = int(sys.argv[2])
+if sorted(seen) != list(range(rows)):
+    sys.exit(f"{len(seen)} lines, {len(set(seen))} distinct of {rows} rows")
+PY
+# The anonymous volumes of the image's VOLUME (llmsim's, and the replicas'
+# unused state_dir) go by name, as above.
+pg_anonymous=$(for name in llmsim sdgd-a sdgd-b; do
+  podman_ inspect --format '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}' \
+    "$pg_tag"_${name}_1
+done)
+pg_compose down -v > /dev/null 2>&1
+[ -n "$pg_anonymous" ] && podman_ volume rm $pg_anonymous > /dev/null
+step "sdgd-b took over the job on PostgreSQL; sdgctl wrote all $rows rows once"
 echo "check-image: every check passed ($image, $(( size / 1000000 )) MB)"
