@@ -68,11 +68,13 @@ absl::Status CheckAndDefault(ServerOptions& options) {
 // The store the options name: the caller's, memory (ephemeral), PostgreSQL
 // (database) or SQLite + files under state_dir. `on_health` hears when
 // commits stop and start working; `on_standby`, when another replica holds
-// the database's lease and this one waits.
+// the database's lease and this one waits; `on_heartbeat`, the replicas
+// alive after each heartbeat.
 absl::StatusOr<std::shared_ptr<JobStore>> OpenStore(
     const ServerOptions& opts,
     std::function<void(bool up, const absl::Status& error)> on_health,
-    std::function<void(const std::string& active)> on_standby) {
+    std::function<void(const std::string& active)> on_standby,
+    std::function<void(const ReplicaLease::LiveReplicas&)> on_heartbeat) {
   if (opts.store != nullptr) return opts.store;
   if (opts.ephemeral) return std::make_shared<MemoryJobStore>();
   CommitterOptions committer;
@@ -87,6 +89,7 @@ absl::StatusOr<std::shared_ptr<JobStore>> OpenStore(
     lease.on_lost = opts.on_lease_lost;
     lease.stop_waiting = opts.stop_waiting;
     lease.on_standby = std::move(on_standby);
+    lease.on_heartbeat = std::move(on_heartbeat);
     store_options.replica_lease = std::move(lease);
     absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
         PostgresJobStore::Open(std::move(store_options));
@@ -146,6 +149,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       // A standby is alive (/healthz) and not ready (/readyz).
       [&ready = *server->metrics_server_](const std::string&) {
         ready.SetReady(false);
+      },
+      [&metrics = server->metrics_](const ReplicaLease::LiveReplicas& live) {
+        metrics.ReplicasLive(live.active, live.standby);
       });
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);

@@ -142,6 +142,16 @@ Metrics::Metrics()
                     "a PostgreSQL store another replica holds.")
               .Register(*registry_)
               .Add({})),
+      replicas_live_(
+          BuildGauge()
+              .Name("sdg_replicas_live")
+              .Help("Replicas sharing this sdgd's PostgreSQL store that its "
+                    "heartbeat table shows alive, this one included, by "
+                    "role (active, standby), as this replica last counted "
+                    "them (every third of --replica_lease).")
+              .Register(*registry_)),
+      replicas_live_active_(replicas_live_.Add({{"role", "active"}})),
+      replicas_live_standby_(replicas_live_.Add({{"role", "standby"}})),
       auth_failures_total_(
           BuildCounter()
               .Name("sdg_auth_failures_total")
@@ -196,6 +206,11 @@ void Metrics::StoreUp(bool up) { store_up_.Set(up ? 1 : 0); }
 
 void Metrics::ReplicaActive(bool active) {
   replica_active_.Set(active ? 1 : 0);
+}
+
+void Metrics::ReplicasLive(int active, int standby) {
+  replicas_live_active_.Set(active);
+  replicas_live_standby_.Set(standby);
 }
 
 void Metrics::AuthFailed(absl::string_view reason) {

@@ -57,6 +57,9 @@ class Metrics {
   // 1 once this sdgd runs jobs; 0 before, and while it waits as a standby
   // for another replica's lease (PostgreSQL store).
   void ReplicaActive(bool active);
+  // The replicas sharing the PostgreSQL store that its heartbeat table
+  // shows alive (this one included), as this replica last counted them.
+  void ReplicasLive(int active, int standby);
 
   // Authentication: a call refused (missing, malformed, unknown_token), and
   // the tokens file re-read after a change.
@@ -120,6 +123,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& step_rows_total_;
   prometheus::Gauge& store_up_;
   prometheus::Gauge& replica_active_;
+  prometheus::Family<prometheus::Gauge>& replicas_live_;
+  prometheus::Gauge& replicas_live_active_;
+  prometheus::Gauge& replicas_live_standby_;
   prometheus::Family<prometheus::Counter>& auth_failures_total_;
   prometheus::Family<prometheus::Counter>& tokens_file_reloads_total_;
 };

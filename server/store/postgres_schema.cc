@@ -103,6 +103,15 @@ INSERT INTO dataset_chunks (dataset, first_row, row_count, rows)
   FROM dataset_rows;
 DROP TABLE dataset_rows;
 )sql",
+    // 4: every replica sharing the store, active or standby, and when it
+    // last said it was alive (replica_lease.h).
+    R"sql(
+CREATE TABLE sdg_replicas (
+  replica text PRIMARY KEY,
+  role text NOT NULL CHECK (role IN ('active', 'standby')),
+  seen_at timestamptz NOT NULL,
+  ttl_ms bigint NOT NULL);
+)sql",
 };
 
 // pg_advisory_lock's key: "sdgd" in ASCII.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,21 @@ constexpr const char* kRelease =
     "RETURNING 1) SELECT pg_notify('sdg_replica_lease_released', '') "
     "FROM released";
 constexpr const char* kListen = "LISTEN sdg_replica_lease_released";
+// Says $1 is alive as $2 ('active' or 'standby') for $3 ms, drops the rows
+// of replicas gone for a day, and counts the others alive (the count's
+// snapshot does not see this statement's own writes, hence `<> $1`).
+constexpr const char* kHeartbeat =
+    "WITH beat AS (INSERT INTO sdg_replicas (replica, role, seen_at, ttl_ms) "
+    "VALUES ($1, $2, clock_timestamp(), $3) ON CONFLICT (replica) DO UPDATE "
+    "SET role = excluded.role, seen_at = excluded.seen_at, "
+    "ttl_ms = excluded.ttl_ms), "
+    "gone AS (DELETE FROM sdg_replicas "
+    "WHERE seen_at < clock_timestamp() - interval '1 day') "
+    "SELECT count(*) FILTER (WHERE role = 'active')::integer, "
+    "count(*) FILTER (WHERE role = 'standby')::integer FROM sdg_replicas "
+    "WHERE replica <> $1 AND "
+    "seen_at + ttl_ms * interval '1 millisecond' > clock_timestamp()";
+constexpr const char* kGone = "DELETE FROM sdg_replicas WHERE replica = $1";
 // How often a standby waiting for a release looks at stop_waiting.
 constexpr absl::Duration kStopCheck = absl::Milliseconds(100);
 
@@ -61,6 +77,28 @@ std::string ReplicaLease::Fence(int first_param) {
 
 void ReplicaLease::AddFenceParams(pg::Params& params) const {
   params.Text(options_.replica).Int64(epoch_);
+}
+
+void ReplicaLease::Heartbeat(pg::Connection& conn, const Options& options,
+                             const char* role) {
+  absl::StatusOr<pg::Result> others =
+      conn.Exec(kHeartbeat,
+                pg::Params()
+                    .Text(options.replica)
+                    .Text(role)
+                    .Int64(TtlMilliseconds(options.ttl)),
+                "saying this replica is alive");
+  // Unreachable, the database is: the lease's renewal (or the standby's
+  // next look) says so, and the next heartbeat tries again.
+  if (!others.ok() || options.on_heartbeat == nullptr) return;
+  LiveReplicas live{others->Int32(0, 0), others->Int32(0, 1)};
+  ++(std::string_view(role) == "active" ? live.active : live.standby);
+  options.on_heartbeat(live);
+}
+
+void ReplicaLease::SayGone(pg::Connection& conn, const std::string& replica) {
+  (void)conn.Exec(kGone, pg::Params().Text(replica),
+                  "removing this replica's heartbeat");
 }
 
 absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
@@ -106,6 +144,7 @@ absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
            {"epoch", holder.Int64(0, 1)}});
       if (options.on_standby) options.on_standby(owner);
     }
+    Heartbeat(*conn, options, "standby");
     // Look again when the lease is released (a notification), when it
     // expires, and at least every third of a lease.
     const absl::Time look_again =
@@ -113,6 +152,7 @@ absl::StatusOr<std::unique_ptr<ReplicaLease>> ReplicaLease::Acquire(
                                  absl::Milliseconds(10), options.ttl / 3);
     for (absl::Time now = absl::Now(); now < look_again; now = absl::Now()) {
       if (stop.HasBeenNotified()) {
+        SayGone(*conn, options.replica);
         return absl::CancelledError(absl::StrCat(
             "stopped while a standby (", owner, " holds the replica lease)"));
       }
@@ -141,6 +181,7 @@ ReplicaLease::~ReplicaLease() {
     absl::MutexLock lock(&mu_);
     lost = lost_;
   }
+  if (conn_->ok()) SayGone(*conn_, options_.replica);
   if (lost) return;
   absl::Status released =
       Exec(kRelease, pg::Params().Text(options_.replica).Int64(epoch_),
@@ -160,6 +201,7 @@ ReplicaLease::~ReplicaLease() {
 void ReplicaLease::RenewLoop() {
   const int64_t ttl_ms = TtlMilliseconds(options_.ttl);
   bool failing = false;
+  Heartbeat(*conn_, options_, "active");
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
@@ -190,6 +232,7 @@ void ReplicaLease::RenewLoop() {
       (void)Lost("renewing the replica lease");
       return;
     }
+    Heartbeat(*conn_, options_, "active");
   }
 }
 

@@ -13,6 +13,11 @@
 // so it waits for writes in flight, and none committed after it passes.
 // A replica that finds itself fenced out hears it once (on_lost) and is
 // to stop at once: another replica is running its jobs.
+//
+// Heartbeats: every replica, active or standby, says it is alive in
+// sdg_replicas every third of its lease, and counts the replicas seen
+// alive within their own lease length (on_heartbeat); it removes its row
+// when it stops.
 #ifndef SDG_SERVER_STORE_REPLICA_LEASE_H_
 #define SDG_SERVER_STORE_REPLICA_LEASE_H_
 
@@ -34,6 +39,13 @@ namespace sdg {
 
 class ReplicaLease {
  public:
+  // Replicas the heartbeat table shows alive, this one included.
+  struct LiveReplicas {
+    int active = 0;
+    int standby = 0;
+    bool operator==(const LiveReplicas&) const = default;
+  };
+
   struct Options {
     std::string conninfo;
     // This replica's name in the lease and in logs (default: host:pid).
@@ -47,6 +59,9 @@ class ReplicaLease {
     const absl::Notification* stop_waiting = nullptr;
     // Runs once if Acquire has to wait, naming the holder.
     std::function<void(const std::string& holder)> on_standby;
+    // Runs after each heartbeat that reached the database (the renewing
+    // thread, or Acquire's while a standby).
+    std::function<void(const LiveReplicas&)> on_heartbeat;
   };
 
   // Takes the lease, waiting as a standby while another replica holds it.
@@ -80,6 +95,13 @@ class ReplicaLease {
                int64_t epoch);
   // The renewing thread: renews every ttl/3 until the destructor.
   void RenewLoop();
+  // Says `options.replica` is alive in `role` on `conn`, and reports the
+  // replicas alive to on_heartbeat. A failure is only logged: the lease,
+  // not the heartbeat, decides who runs the jobs.
+  static void Heartbeat(pg::Connection& conn, const Options& options,
+                        const char* role);
+  // Removes `replica`'s heartbeat row (it is stopping).
+  static void SayGone(pg::Connection& conn, const std::string& replica);
   // On conn_, reconnecting first if the database dropped it.
   absl::StatusOr<pg::Result> Exec(absl::string_view sql,
                                   const pg::Params& params, const char* doing);

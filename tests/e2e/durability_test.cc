@@ -173,6 +173,17 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
     absl::StatusOr<std::string> scrape = HttpGet(*standby + "/metrics");
     ASSERT_TRUE(scrape.ok()) << scrape.status();
     EXPECT_EQ(MetricValue(*scrape, "sdg_replica_active"), 0);
+    // Each counts the other alive through the heartbeat table.
+    auto live = [](const std::string& metrics_url, const std::string& role) {
+      return MetricValue(
+          HttpGet(metrics_url).value_or(""),
+          absl::StrCat("sdg_replicas_live{role=\"", role, "\"}"));
+    };
+    EXPECT_TRUE(Eventually([&] {
+      return live(*standby + "/metrics", "active") == 1 &&
+             live(*standby + "/metrics", "standby") == 1 &&
+             live(stack_->metrics_url(), "standby") == 1;
+    }));
   }
   WriteFile(stack_->dir() + "/in.jsonl", Dataset());
   auto client = stack_->StartSdgctl(GenerateArgs(stack_->dir(), "job"),

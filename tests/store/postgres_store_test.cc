@@ -269,6 +269,69 @@ TEST_F(PostgresStoreTest,
   EXPECT_THAT(refused.message(), HasSubstr("first holds the replica lease"));
 }
 
+// What each replica's heartbeats counted last, and a wait for a count.
+class HeartbeatView {
+ public:
+  std::function<void(const ReplicaLease::LiveReplicas&)> Hook() {
+    return [this](const ReplicaLease::LiveReplicas& live) {
+      absl::MutexLock lock(&mu_);
+      last_ = live;
+    };
+  }
+  // True once a heartbeat counted `want` (false after a minute).
+  bool AwaitCount(ReplicaLease::LiveReplicas want) {
+    absl::MutexLock lock(&mu_);
+    auto counted = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return last_ == want;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&counted), absl::Minutes(1));
+  }
+
+ private:
+  absl::Mutex mu_;
+  ReplicaLease::LiveReplicas last_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(PostgresStoreTest, ReplicasCountEachOtherAliveAndAStoppedOneGoes) {
+  HeartbeatView active_view, standby_view;
+  PostgresJobStore::Options first_options = ReplicaOptions(conninfo_, "first");
+  // Heartbeats every 100 ms (a third of the lease).
+  first_options.replica_lease->ttl = absl::Milliseconds(300);
+  first_options.replica_lease->on_heartbeat = active_view.Hook();
+  auto first = PostgresJobStore::Open(std::move(first_options));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(active_view.AwaitCount({1, 0}));
+
+  PostgresJobStore::Options options = ReplicaOptions(conninfo_, "second");
+  options.replica_lease->ttl = absl::Milliseconds(300);
+  options.replica_lease->on_heartbeat = standby_view.Hook();
+  absl::Notification stop;
+  options.replica_lease->stop_waiting = &stop;
+  absl::StatusOr<std::unique_ptr<PostgresJobStore>> second;
+  std::thread opening(
+      [&] { second = PostgresJobStore::Open(std::move(options)); });
+  EXPECT_TRUE(standby_view.AwaitCount({1, 1}));
+  EXPECT_TRUE(active_view.AwaitCount({1, 1}));
+
+  // A standby that stops removes its row: the active counts it gone at
+  // its next heartbeat, not a lease later.
+  stop.Notify();
+  opening.join();
+  EXPECT_TRUE(absl::IsCancelled(second.status())) << second.status();
+  EXPECT_TRUE(active_view.AwaitCount({1, 0}));
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  auto rows = conn->Exec("SELECT replica || ' ' || role FROM sdg_replicas",
+                         "reading the heartbeats");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->rows(), 1);
+  EXPECT_EQ(rows->String(0, 0), "first active");
+  first->reset();
+  rows = conn->Exec("SELECT count(*)::bigint FROM sdg_replicas", "counting");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->Int64(0, 0), 0) << "a stopped active removes its row too";
+}
+
 TEST_F(PostgresStoreTest, AReplicaWhoseLeaseWasTakenOverWritesNothingMore) {
   PostgresJobStore::Options first_options = ReplicaOptions(conninfo_, "first");
   std::vector<std::string> lost;  // on_lost runs once
