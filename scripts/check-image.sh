@@ -146,6 +146,16 @@ podman_ run --rm "${run_flags[@]}" --image-volume ignore --entrypoint sh \
 step "ldd finds every library of sdgd, sdgctl and llmsim; no compiler, no -dev package"
 
 # --- Containers -------------------------------------------------------------
+# every_row_once FILE ROWS: FILE's lines have "i" 0..ROWS-1, each once.
+every_row_once() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+seen = [json.loads(line)["i"] for line in open(sys.argv[1])]
+rows = int(sys.argv[2])
+if sorted(seen) != list(range(rows)):
+    sys.exit(f"{len(seen)} lines, {len(set(seen))} distinct of {rows} rows")
+PY
+}
 # start_llmsim NAME LOG [FLAGS...]: llmsim from the image, its port in LOG.
 start_llmsim() {
   local name=$1 log=$2
@@ -243,13 +253,7 @@ sdgctl_pid=
 grep -q "lost the stream of job" "$work/sdgctl.log" \
   || fail "sdgctl did not report losing the stream: $(cat "$work/sdgctl.log")"
 grep -q "job resuming" "$work/sdgd-3.log" || fail "the new sdgd did not resume the job"
-python3 - "$work/out.jsonl" "$rows" <<'PY' || fail "the output is not every row once"
-import json, sys
-seen = [json.loads(line)["i"] for line in open(sys.argv[1])]
-rows = int(sys.argv[2])
-if sorted(seen) != list(range(rows)):
-    sys.exit(f"{len(seen)} lines, {len(set(seen))} distinct of {rows} rows")
-PY
+every_row_once "$work/out.jsonl" "$rows" || fail "the output is not every row once"
 step "a new container on the volume resumed the job; sdgctl wrote all $rows rows once"
 
 # docker/compose.yaml with Debian's podman-compose: llmsim and sdgd (the
@@ -357,13 +361,8 @@ sdgctl_pid=
 [ "$status" = 0 ] || fail "sdgctl generate against two replicas failed: $(tail -5 "$work/pg-sdgctl.log")"
 await_log "$pg_tag"_sdgd-b_1 "replica lease taken: this replica is the active one"
 await_log "$pg_tag"_sdgd-b_1 "job resuming"
-python3 - "$work/pg-out.jsonl" "$rows" <<'PY' || fail "the output on PostgreSQL is not every row once"
-import json, sys
-seen = [json.loads(line)["i"] for line in open(sys.argv[1])]
-rows = int(sys.argv[2])
-if sorted(seen) != list(range(rows)):
-    sys.exit(f"{len(seen)} lines, {len(set(seen))} distinct of {rows} rows")
-PY
+every_row_once "$work/pg-out.jsonl" "$rows" \
+  || fail "the output on PostgreSQL is not every row once"
 # The anonymous volumes of the image's VOLUME (llmsim's, and the replicas'
 # unused state_dir) go by name, as above.
 pg_anonymous=$(for name in llmsim sdgd-a sdgd-b; do
