@@ -443,6 +443,50 @@ TEST_F(PostgresStoreTest, AReaderFromTheStartReadsTheTableThenWhatIsInMemory) {
   }
 }
 
+// sslmode=verify-full (the CloudNativePG overlay's): the server's
+// certificate is checked against the CA given and the name connected to;
+// a wrong CA or a name the certificate does not carry is refused, saying
+// why and never showing the password.
+TEST(PostgresTlsTest, VerifyFullChecksTheServersCertificateAndName) {
+  auto postgres = testing::TestPostgres::StartPrivate(/*tls=*/true);
+  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  ASSERT_TRUE((*postgres)->Database("tls").ok());
+  auto conninfo = [&](const std::string& host, const std::string& ca) {
+    return absl::StrCat(
+        "host=", host, " port=", (*postgres)->port(),
+        " user=sdg dbname=tls password=", (*postgres)->password(),
+        " sslmode=verify-full sslrootcert=", ca);
+  };
+  PostgresJobStore::Options options;
+  options.conninfo = conninfo("localhost", (*postgres)->tls_ca());
+  auto store = PostgresJobStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_TRUE((*store)->AddJob(testing::Record("j")).ok());
+  auto conn = pg::Connection::Open(options.conninfo);
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  auto encrypted = (*conn)->Exec(
+      "SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+      "reading the connection's TLS");
+  ASSERT_TRUE(encrypted.ok()) << encrypted.status();
+  EXPECT_EQ(encrypted->String(0, 0), "true");
+
+  struct Refusal {
+    std::string host, ca, reason;
+  };
+  for (const Refusal& refusal : {Refusal{"localhost", (*postgres)->other_ca(),
+                                         "certificate verify failed"},
+                                 Refusal{"127.0.0.1", (*postgres)->tls_ca(),
+                                         "does not match host name"}}) {
+    options.conninfo = conninfo(refusal.host, refusal.ca);
+    auto refused = PostgresJobStore::Open(options);
+    ASSERT_FALSE(refused.ok()) << refusal.host << " " << refusal.ca;
+    EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+    EXPECT_THAT(refused.status().message(), HasSubstr(refusal.reason));
+    EXPECT_THAT(refused.status().message(),
+                Not(HasSubstr((*postgres)->password())));
+  }
+}
+
 TEST_F(PostgresStoreTest, AWrongPasswordIsRefusedWithoutShowingIt) {
   const std::string wrong = "not-the-password-42";
   absl::Status refused =

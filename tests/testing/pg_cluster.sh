@@ -4,12 +4,36 @@
 # directory), never the machine's own cluster.
 #   pg_cluster.sh start STATE_FILE   starts one and writes STATE_FILE:
 #                                    PGDATA=, PGPORT=, PGUSER=, PGPASSWORD=
+#   pg_cluster.sh start-tls STATE_FILE  the same, with TLS: a certificate
+#                                    for `localhost` from a CA made here;
+#                                    STATE_FILE adds PGSSLROOTCERT= (that
+#                                    CA) and OTHER_CA= (one that signed
+#                                    nothing this server has)
 #   pg_cluster.sh stop STATE_FILE    stops it (by its pid, through pg_ctl)
 #                                    and removes its directory
 #   pg_cluster.sh pause STATE_FILE   stops the server (pg_ctl -m fast), keeping
 #                                    its data: a database outage
 #   pg_cluster.sh resume STATE_FILE  starts it again on the same port
 #   pg_cluster.sh psql STATE_FILE ARGS...  runs its version's psql
+# make_tls DIR: the CAs and the server's certificate and key, in DIR.
+make_tls() {
+  local dir=$1
+  mkdir -p "$dir"
+  for ca in ca other-ca; do
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+      -nodes -days 2 -subj "/CN=sdg-test-$ca" -keyout "$dir/$ca.key" \
+      -out "$dir/$ca.crt" 2> /dev/null
+  done
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+    -subj /CN=localhost -keyout "$dir/server.key" -out "$dir/server.csr" \
+    2> /dev/null
+  printf 'subjectAltName=DNS:localhost\n' > "$dir/server.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" \
+    -CAkey "$dir/ca.key" -CAcreateserial -days 2 -extfile "$dir/server.ext" \
+    -out "$dir/server.crt" 2> /dev/null
+  chmod 600 "$dir/server.key"
+}
+
 # Passwords are required on TCP (scram-sha-256), as in production. As root,
 # the server runs as the `postgres` user (initdb refuses root).
 set -euo pipefail
@@ -72,7 +96,7 @@ case "$command" in
       exit 1
     }
     ;;
-  start)
+  start | start-tls)
     stop  # a cluster left by an interrupted run
     root=$(mktemp -d /tmp/sdg-pg.XXXXXX)
     chmod 755 "$root"
@@ -86,11 +110,21 @@ case "$command" in
       cat "$root/initdb.log" >&2
       exit 1
     }
+    tls_state=
+    if [ "$command" = start-tls ]; then
+      make_tls "$root/tls"
+      if [ "$(id -u)" -eq 0 ]; then chown -R postgres "$root/tls"; fi
+      printf "ssl = on\nssl_cert_file = '%s'\nssl_key_file = '%s'\n" \
+        "$root/tls/server.crt" "$root/tls/server.key" >> "$data/postgresql.conf"
+      tls_state=$(printf 'PGSSLROOTCERT=%s\nOTHER_CA=%s\n' \
+        "$root/tls/ca.crt" "$root/tls/other-ca.crt")
+    fi
     for attempt in 1 2 3 4 5; do
       port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
       if start_server "$root" "$port"; then
         printf 'PGDATA=%s\nPGPORT=%s\nPGUSER=sdg\nPGPASSWORD=%s\n' \
           "$data" "$port" "$password" > "$state"
+        [ -n "$tls_state" ] && printf '%s\n' "$tls_state" >> "$state"
         exit 0
       fi
     done
@@ -99,7 +133,7 @@ case "$command" in
     exit 1
     ;;
   *)
-    echo "usage: pg_cluster.sh start|stop|pause|resume STATE_FILE" >&2
+    echo "usage: pg_cluster.sh start|start-tls|stop|pause|resume STATE_FILE" >&2
     exit 2
     ;;
 esac

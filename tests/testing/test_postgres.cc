@@ -49,13 +49,17 @@ TestPostgres& TestPostgres::Shared() {
   return *server;
 }
 
-absl::StatusOr<std::unique_ptr<TestPostgres>> TestPostgres::StartPrivate() {
+absl::StatusOr<std::unique_ptr<TestPostgres>> TestPostgres::StartPrivate(
+    bool tls) {
   absl::StatusOr<std::string> state = NewStateFile();
   if (!state.ok()) return state.status();
   std::unique_ptr<TestPostgres> postgres(new TestPostgres());
   postgres->state_file_ = *state;
   postgres->owned_ = true;
-  if (absl::Status s = postgres->Cluster("start"); !s.ok()) return s;
+  if (absl::Status s = postgres->Cluster(tls ? "start-tls" : "start");
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = postgres->ReadState(); !s.ok()) return s;
   return postgres;
 }
@@ -83,6 +87,10 @@ absl::Status TestPostgres::ReadState() {
       (void)absl::SimpleAtoi(line.substr(7), &port_);
     } else if (absl::StartsWith(line, "PGPASSWORD=")) {
       password_ = line.substr(11);
+    } else if (absl::StartsWith(line, "PGSSLROOTCERT=")) {
+      tls_ca_ = line.substr(14);
+    } else if (absl::StartsWith(line, "OTHER_CA=")) {
+      other_ca_ = line.substr(9);
     }
   }
   if (port_ == 0) {

@@ -21,8 +21,11 @@ class TestPostgres {
   // The shared server, started on first use; aborts the test binary, saying
   // why, if it cannot start.
   static TestPostgres& Shared();
-  // A server of the caller's own, stopped and removed when it goes.
-  static absl::StatusOr<std::unique_ptr<TestPostgres>> StartPrivate();
+  // A server of the caller's own, stopped and removed when it goes. With
+  // `tls`, it serves TLS with a certificate for `localhost` signed by
+  // tls_ca().
+  static absl::StatusOr<std::unique_ptr<TestPostgres>> StartPrivate(
+      bool tls = false);
   TestPostgres(const TestPostgres&) = delete;
   TestPostgres& operator=(const TestPostgres&) = delete;
   ~TestPostgres();
@@ -47,6 +50,10 @@ class TestPostgres {
 
   int port() const { return port_; }
   const std::string& password() const { return password_; }
+  // With TLS: the CA that signed the server's certificate, and a CA that
+  // signed nothing this server has.
+  const std::string& tls_ca() const { return tls_ca_; }
+  const std::string& other_ca() const { return other_ca_; }
 
  private:
   TestPostgres() = default;
@@ -58,6 +65,8 @@ class TestPostgres {
   bool owned_ = false;  // started here: stopped by the destructor
   int port_ = 0;
   std::string password_;
+  std::string tls_ca_;
+  std::string other_ca_;
 };
 
 }  // namespace sdg::testing
