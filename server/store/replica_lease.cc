@@ -88,8 +88,8 @@ void ReplicaLease::Heartbeat(pg::Connection& conn, const Options& options,
                     .Text(role)
                     .Int64(TtlMilliseconds(options.ttl)),
                 "saying this replica is alive");
-  // Unreachable, the database is: the lease's renewal (or the standby's
-  // next look) says so, and the next heartbeat tries again.
+  // A database out of reach is reported by the lease's renewal (or the
+  // standby's next look); the next heartbeat tries again.
   if (!others.ok() || options.on_heartbeat == nullptr) return;
   LiveReplicas live{others->Int32(0, 0), others->Int32(0, 1)};
   ++(std::string_view(role) == "active" ? live.active : live.standby);
