@@ -211,16 +211,14 @@ absl::StatusOr<bool> Connection::AwaitNotification(absl::Duration timeout) {
   const int timeout_ms = static_cast<int>(std::clamp<int64_t>(
       absl::ToInt64Milliseconds(timeout), 0, std::numeric_limits<int>::max()));
   // EINTR counts as the timeout: the caller looks again.
-  if (socket.fd >= 0 && poll(&socket, 1, timeout_ms) > 0 &&
-      PQconsumeInput(conn_) == 1) {
-    return take_notifications();
-  }
-  if (socket.fd < 0 || !ok() || (socket.revents & (POLLERR | POLLHUP)) != 0) {
+  if (socket.fd >= 0 && poll(&socket, 1, timeout_ms) <= 0) return false;
+  // Readable (or closed: then reading fails).
+  if (socket.fd < 0 || PQconsumeInput(conn_) == 0) {
     return absl::UnavailableError(absl::StrCat(
         "PostgreSQL (", name_,
         "): connection lost: ", CleanMessage(PQerrorMessage(conn_))));
   }
-  return false;
+  return take_notifications();
 }
 
 absl::Status Connection::Reset() {
