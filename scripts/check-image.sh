@@ -146,6 +146,24 @@ podman_ run --rm "${run_flags[@]}" --image-volume ignore --entrypoint sh \
 step "ldd finds every library of sdgd, sdgctl and llmsim; no compiler, no -dev package"
 
 # --- Containers -------------------------------------------------------------
+# generate_held SERVER OUTPUT LOG: sdgctl generate of rows.jsonl in the
+# background (sdgctl_pid), against an llmsim that answers 10 requests of 4
+# rows and never the next two; returns once the job holds at 40 rows.
+generate_held() {
+  "$sdgctl" generate --server="$1" --input="$work/rows.jsonl" \
+    --output="$2" --template='Row {{i}}' --max_tokens=8 \
+    --batch_size=4 --num_workers=2 --reconnect_for=120s > "$3" 2>&1 &
+  sdgctl_pid=$!
+  local progress=
+  # `sdgctl jobs` columns: JOB_ID STATE TENANT ROWS SUCCEEDED ...
+  for _ in $(seq 1 600); do
+    progress=$("$sdgctl" jobs --server="$1" --state=running \
+      2> /dev/null | awk 'NR > 1 && $5 == 40' || true)
+    [ -n "$progress" ] && return 0
+    sleep 0.1
+  done
+  fail "the job against $1 did not reach 40 committed rows"
+}
 # every_row_once FILE ROWS: FILE's lines have "i" 0..ROWS-1, each once.
 every_row_once() {
   python3 - "$1" "$2" <<'PY'
@@ -229,19 +247,7 @@ SIM_PORT=$(wait_for_port "$work/llmsim-2.log" "llmsim listening on") \
 start_sdgd "$work/sdgd-2.log"
 wait_for_port "$work/sdgd-2.log" "sdgd listening on" > /dev/null \
   || fail "sdgd did not start on the volume"
-"$sdgctl" generate --server="127.0.0.1:$GRPC_PORT" --input="$work/rows.jsonl" \
-  --output="$work/out.jsonl" --template='Row {{i}}' --max_tokens=8 \
-  --batch_size=4 --num_workers=2 --reconnect_for=120s \
-  > "$work/sdgctl.log" 2>&1 &
-sdgctl_pid=$!
-# `sdgctl jobs` columns: JOB_ID STATE TENANT ROWS SUCCEEDED ...
-for _ in $(seq 1 600); do
-  progress=$("$sdgctl" jobs --server="127.0.0.1:$GRPC_PORT" --state=running \
-    2> /dev/null | awk 'NR > 1 && $5 == 40' || true)
-  [ -n "$progress" ] && break
-  sleep 0.1
-done
-[ -n "$progress" ] || fail "the job did not reach 40 committed rows"
+generate_held "127.0.0.1:$GRPC_PORT" "$work/out.jsonl" "$work/sdgctl.log"
 podman_ kill "$tag-sdgd" > /dev/null
 wait "$sdgd_pid" || true
 step "killed sdgd with 40 of $rows rows committed and two shards in flight"
@@ -341,18 +347,7 @@ await_log "$pg_tag"_sdgd-b_1 "standby: another replica holds the lease"
 step "podman-compose ran PostgreSQL, llmsim and two sdgd: sdgd-a active, sdgd-b a standby"
 
 servers=ipv4:127.0.0.1:$SDG_GRPC_PORT_A,127.0.0.1:$SDG_GRPC_PORT_B
-"$sdgctl" generate --server="$servers" --input="$work/rows.jsonl" \
-  --output="$work/pg-out.jsonl" --template='Row {{i}}' --max_tokens=8 \
-  --batch_size=4 --num_workers=2 --reconnect_for=120s \
-  > "$work/pg-sdgctl.log" 2>&1 &
-sdgctl_pid=$!
-for _ in $(seq 1 600); do
-  progress=$("$sdgctl" jobs --server="$servers" --state=running \
-    2> /dev/null | awk 'NR > 1 && $5 == 40' || true)
-  [ -n "$progress" ] && break
-  sleep 0.1
-done
-[ -n "$progress" ] || fail "the job on PostgreSQL did not reach 40 committed rows"
+generate_held "$servers" "$work/pg-out.jsonl" "$work/pg-sdgctl.log"
 podman_ kill "$pg_tag"_sdgd-a_1 > /dev/null
 step "killed the active sdgd with 40 of $rows rows committed and two shards in flight"
 status=0
