@@ -1,7 +1,10 @@
 #include "server/store/postgres_job_store.h"
 
+#include <endian.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -69,12 +72,17 @@ absl::StatusOr<T> RetryTransient(
 // A dataset's rows are stored in chunks (dataset_chunks): each chunk
 // holds rows [first_row, first_row + row_count), each row a 4-byte
 // big-endian length and then the serialized Struct.
-constexpr size_t kRowLengthBytes = 4;
+constexpr size_t kRowLengthBytes = sizeof(uint32_t);
 
 void AppendRowLength(uint32_t length, std::string& chunk) {
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    chunk.push_back(static_cast<char>((length >> shift) & 0xff));
-  }
+  const uint32_t big = htobe32(length);
+  chunk.append(reinterpret_cast<const char*>(&big), sizeof(big));
+}
+
+uint32_t ReadRowLength(absl::string_view chunk) {
+  uint32_t big;
+  std::memcpy(&big, chunk.data(), sizeof(big));
+  return be32toh(big);
 }
 
 // Shards ask for their rows in order, a few at a time: each query reads
@@ -173,6 +181,8 @@ class PostgresDataset final : public Dataset {
                        .Int64(kReadAheadBytes),
                    "reading a dataset's rows"));
     auto window = std::make_shared<Window>();
+    // Reserved whole: a reallocation would move short (inline) strings and
+    // leave the views of their rows dangling.
     window->chunks.reserve(result.rows());
     for (int i = 0; i < result.rows(); ++i) {
       const int64_t chunk_first = result.Int64(i, 0);
@@ -209,10 +219,7 @@ class PostgresDataset final : public Dataset {
                           std::vector<absl::string_view>& rows) const {
     for (int32_t i = 0; i < row_count; ++i) {
       if (chunk.size() < kRowLengthBytes) return Damaged(chunk_first);
-      uint32_t length = 0;
-      for (size_t b = 0; b < kRowLengthBytes; ++b) {
-        length = (length << 8) | static_cast<unsigned char>(chunk[b]);
-      }
+      const uint32_t length = ReadRowLength(chunk);
       chunk.remove_prefix(kRowLengthBytes);
       if (chunk.size() < length) return Damaged(chunk_first);
       rows.push_back(chunk.substr(0, length));

@@ -96,8 +96,9 @@ class ReplicaLease {
   // The renewing thread: renews every ttl/3 until the destructor.
   void RenewLoop();
   // Says `options.replica` is alive in `role` on `conn`, and reports the
-  // replicas alive to on_heartbeat. A failure is only logged: the lease,
-  // not the heartbeat, decides who runs the jobs.
+  // replicas alive to on_heartbeat. A failure is ignored (the renewal
+  // reports a database out of reach): the lease, not the heartbeat,
+  // decides who runs the jobs.
   static void Heartbeat(pg::Connection& conn, const Options& options,
                         const char* role);
   // Removes `replica`'s heartbeat row (it is stopping).
