@@ -1,8 +1,5 @@
 #include "server/jobs/job.h"
 
-#include <algorithm>
-#include <iterator>
-
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
@@ -42,105 +39,6 @@ absl::string_view StateLabel(v1::JobState state) {
   }
 }
 
-JobTally::ShardState* JobTally::StateOf(int64_t shard) {
-  if (shard < 0) return nullptr;
-  if (shard >= Job::kStageStride) return &later_shard_state_[shard];
-  // A resumed pipeline's first stage is as long as its plan; an index past
-  // any a job could have is a damaged log's, and ignored.
-  if (shard >= static_cast<int64_t>(shard_state_.size())) return nullptr;
-  return &shard_state_[shard];
-}
-
-bool JobTally::committed(int64_t shard) const {
-  if (shard >= Job::kStageStride) {
-    auto found = later_shard_state_.find(shard);
-    return found != later_shard_state_.end() &&
-           found->second != ShardState::kNotCommitted;
-  }
-  return shard >= 0 && shard < static_cast<int64_t>(shard_state_.size()) &&
-         shard_state_[shard] != ShardState::kNotCommitted;
-}
-
-void JobTally::AddSteps(
-    const google::protobuf::RepeatedPtrField<v1::StepCounts>& steps) {
-  for (const v1::StepCounts& step : steps) {
-    auto known = std::find_if(
-        steps_.begin(), steps_.end(),
-        [&](const v1::StepCounts& s) { return s.step() == step.step(); });
-    if (known == steps_.end()) {
-      steps_.push_back(step);
-      continue;
-    }
-    known->set_rows_in(known->rows_in() + step.rows_in());
-    known->set_rows_out(known->rows_out() + step.rows_out());
-    known->set_rows_failed(known->rows_failed() + step.rows_failed());
-  }
-}
-
-std::vector<v1::ResultRow> JobTally::TakeStageRows(int64_t first, int64_t end) {
-  std::vector<v1::ResultRow> rows;
-  auto begin = stage_rows_.lower_bound(first);
-  auto stop = stage_rows_.lower_bound(end);
-  for (auto it = begin; it != stop; ++it) {
-    std::move(it->second.begin(), it->second.end(), std::back_inserter(rows));
-  }
-  stage_rows_.erase(begin, stop);
-  return rows;
-}
-
-bool JobTally::CommitSucceeded(int64_t shard) {
-  ShardState* state = StateOf(shard);
-  if (state == nullptr) return false;
-  if (*state == ShardState::kNotCommitted) {
-    *state = ShardState::kSucceeded;
-    ++committed_count_;
-    ++shards_succeeded_;
-  }
-  return true;
-}
-
-void JobTally::Add(const v1::JobEvent& event) {
-  last_sequence_ = event.sequence();
-  switch (event.event_case()) {
-    case v1::JobEvent::kStarted:
-      started_ = true;
-      break;
-    case v1::JobEvent::kShardResult: {
-      if (!CommitSucceeded(event.shard_result().shard_index())) break;
-      // A block's row counts once (sample 0); a pipeline's rows all do.
-      for (const v1::ResultRow& row : event.shard_result().rows()) {
-        if (row.sample_index() == 0) ++rows_succeeded_;
-      }
-      AddSteps(event.shard_result().steps());
-      break;
-    }
-    case v1::JobEvent::kStageRows: {
-      if (!CommitSucceeded(event.stage_rows().shard_index())) break;
-      std::vector<v1::ResultRow>& rows =
-          stage_rows_[event.stage_rows().shard_index()];
-      rows.insert(rows.end(), event.stage_rows().rows().begin(),
-                  event.stage_rows().rows().end());
-      AddSteps(event.stage_rows().steps());
-      break;
-    }
-    case v1::JobEvent::kShardError: {
-      ShardState* state = StateOf(event.shard_error().shard_index());
-      if (state == nullptr) break;
-      if (*state == ShardState::kNotCommitted) ++committed_count_;
-      if (*state == ShardState::kSucceeded) --shards_succeeded_;
-      if (*state != ShardState::kFailed) ++shards_failed_;
-      *state = ShardState::kFailed;
-      rows_failed_ += event.shard_error().row_count();
-      break;
-    }
-    case v1::JobEvent::kFinished:
-      finished_ = event.finished();
-      break;
-    default:
-      break;
-  }
-}
-
 Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
          std::shared_ptr<EventLog> log, JobTally tally, JobStore& store,
          Metrics& metrics)
@@ -150,43 +48,12 @@ Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
       tenant_(record.tenant),
       store_(store),
       metrics_(metrics),
-      tally_(std::move(tally)) {
+      tally_(std::move(tally)),
+      source_(spec_, plan_, tally_) {
   // A record repaired from the log is saved once the lock is released.
   bool repaired = false;
   {
     absl::MutexLock lock(&mu_);
-    const int stage_count =
-        is_pipeline() ? static_cast<int>(spec_.pipeline->stages.size()) : 1;
-    stages_.resize(stage_count);
-    Stage& first = stages_[0];
-    first.input_complete = true;
-    first.shards_cut = plan_.shard_count();
-    shards_cut_ = plan_.shard_count();
-    for (int64_t i = 0; i < plan_.shard_count(); ++i) {
-      if (tally_.committed(i)) continue;
-      ++shards_to_run_;
-      first.uncommitted.insert(i);
-    }
-    SkipCommittedFirstStageShardsLocked();
-    if (is_pipeline()) {
-      for (int s = 0; s < stage_count; ++s) {
-        const StageSpec& range = spec_.pipeline->stages[s];
-        for (int i = range.first_step; i < range.end_step; ++i) {
-          if (std::holds_alternative<FlattenStepSpec>(
-                  spec_.pipeline->steps[i].kind)) {
-            ++stages_[s].flattens;
-          }
-        }
-      }
-      for (int s = 0; s + 1 < stage_count; ++s) {
-        stages_[s].released.emplace(spec_.pipeline->BarrierStep(s));
-      }
-      for (PipelineRow& row : tally_.TakeStageRows(0, plan_.shard_count())) {
-        AddPendingLocked(0, std::move(row));
-      }
-      // A resumed pipeline releases and cuts what its log had reached.
-      AdvanceStagesLocked();
-    }
     record_ = std::move(record);
     dataset_ = std::move(dataset);
     log_ = std::move(log);
@@ -220,53 +87,22 @@ void Job::Suspend(absl::Status reason) {
 
 int64_t Job::shard_count() const {
   absl::MutexLock lock(&mu_);
-  return shards_cut_;
+  return source_.shards_cut();
 }
 
 int64_t Job::shards_to_run() const {
   absl::MutexLock lock(&mu_);
-  return shards_to_run_;
-}
-
-void Job::SkipCommittedFirstStageShardsLocked() {
-  // Shards at or past the cursor were committed only before this process.
-  while (next_first_stage_shard_ < plan_.shard_count() &&
-         tally_.committed(next_first_stage_shard_)) {
-    ++next_first_stage_shard_;
-  }
+  return source_.shards_to_run();
 }
 
 bool Job::HasShardToStart() const {
   absl::MutexLock lock(&mu_);
-  return next_first_stage_shard_ < plan_.shard_count() || !ready_.empty();
+  return source_.HasShardToStart();
 }
 
 ShardSpec Job::StartNextShard() {
   absl::MutexLock lock(&mu_);
-  // Later stages' shards first: their rows are nearest to the output (the
-  // first rows come early) and they free what the barriers hold.
-  if (!ready_.empty()) {
-    const int64_t index = ready_.front();
-    ready_.pop_front();
-    return ShardOfLocked(static_cast<int>(index / kStageStride),
-                         index % kStageStride);
-  }
-  ShardSpec shard = ShardOfLocked(0, next_first_stage_shard_++);
-  SkipCommittedFirstStageShardsLocked();
-  return shard;
-}
-
-void Job::AddPendingLocked(int stage, PipelineRow row) {
-  std::vector<int64_t> key(row.order_key().begin(), row.order_key().end());
-  stages_[stage].pending.emplace(std::move(key), std::move(row));
-}
-
-ShardSpec Job::ShardOfLocked(int stage, int64_t local) const {
-  if (stage == 0) return plan_.Shard(local);
-  const int64_t rows = static_cast<int64_t>(stages_[stage].rows.size());
-  const int64_t first = local * spec_.batch_size;
-  return ShardSpec{stage * kStageStride + local, first,
-                   std::min<int64_t>(spec_.batch_size, rows - first)};
+  return source_.Next();
 }
 
 absl::StatusOr<ShardInput> Job::ReadInput(const ShardSpec& shard) const {
@@ -288,94 +124,7 @@ absl::StatusOr<std::vector<PipelineRow>> Job::ReadStageRows(
     return SeedRows(shard.first_row, *std::move(seeds));
   }
   absl::MutexLock lock(&mu_);
-  const std::vector<PipelineRow>& rows = stages_[stage].rows;
-  return std::vector<PipelineRow>(
-      rows.begin() + shard.first_row,
-      rows.begin() + shard.first_row + shard.row_count);
-}
-
-std::optional<std::vector<int64_t>> Job::OutputBoundLocked(int stage) const {
-  const Stage& state = stages_[stage];
-  // The least key of a row the stage may still take in.
-  std::optional<std::vector<int64_t>> input;
-  auto lower = [&input](std::vector<int64_t> key) {
-    if (!input.has_value() || key < *input) input = std::move(key);
-  };
-  if (!state.uncommitted.empty()) {
-    const int64_t first = *state.uncommitted.begin() * spec_.batch_size;
-    if (stage == 0) {
-      lower({first});
-    } else {
-      const auto& key = state.rows[first].order_key();
-      lower({key.begin(), key.end()});
-    }
-  }
-  const int64_t cut_rows = state.shards_cut * spec_.batch_size;
-  if (stage > 0 && cut_rows < static_cast<int64_t>(state.rows.size())) {
-    const auto& key = state.rows[cut_rows].order_key();
-    lower({key.begin(), key.end()});
-  }
-  if (!state.input_complete) {
-    std::optional<std::vector<int64_t>> before = OutputBoundLocked(stage - 1);
-    if (before.has_value()) lower(*std::move(before));
-  }
-  if (!input.has_value()) return std::nullopt;
-  // Its rows' keys begin with it, after a column index per flatten step.
-  std::vector<int64_t> bound(state.flattens, 0);
-  bound.insert(bound.end(), input->begin(), input->end());
-  return bound;
-}
-
-void Job::AdvanceStagesLocked() {
-  const PipelineSpec& pipeline = *spec_.pipeline;
-  for (int stage = 0; stage + 1 < static_cast<int>(stages_.size()); ++stage) {
-    Stage& from = stages_[stage];
-    Stage& to = stages_[stage + 1];
-    const std::optional<std::vector<int64_t>> bound = OutputBoundLocked(stage);
-    const StepSpec& barrier = pipeline.BarrierStep(stage);
-    auto end = bound.has_value() ? from.pending.lower_bound(*bound)
-                                 : from.pending.end();
-    // Released in output order, so the first of equal rows is kept.
-    for (auto it = from.pending.begin(); it != end; ++it) {
-      if (from.released->Keep(it->second)) {
-        to.rows.push_back(std::move(it->second));
-      }
-    }
-    from.pending.erase(from.pending.begin(), end);
-    if (!bound.has_value() && !to.input_complete) {
-      to.input_complete = true;
-      Log(LogLevel::kInfo, "pipeline stage input complete",
-          {{"job_id", spec_.job_id},
-           {"stage", stage + 1},
-           {"after_step", barrier.name},
-           {"rows", static_cast<int64_t>(to.rows.size())}});
-    }
-    CutShardsLocked(stage + 1);
-  }
-}
-
-void Job::CutShardsLocked(int stage) {
-  Stage& state = stages_[stage];
-  const int64_t rows = static_cast<int64_t>(state.rows.size());
-  while (true) {
-    const int64_t first = state.shards_cut * spec_.batch_size;
-    const int64_t left = rows - first;
-    if (left <= 0 || (left < spec_.batch_size && !state.input_complete)) break;
-    const int64_t local = state.shards_cut++;
-    const int64_t index = stage * kStageStride + local;
-    ++shards_cut_;
-    if (!tally_.committed(index)) {
-      state.uncommitted.insert(local);
-      ready_.push_back(index);
-      ++shards_to_run_;
-      continue;
-    }
-    // Committed before a restart: what it carried to its barrier is in the
-    // log.
-    for (PipelineRow& row : tally_.TakeStageRows(index, index + 1)) {
-      AddPendingLocked(stage, std::move(row));
-    }
-  }
+  return source_.StageRows(shard);
 }
 
 absl::StatusOr<std::vector<google::protobuf::Struct>> Job::ReadRows(
@@ -438,7 +187,7 @@ void Job::MarkRunning() {
         {{"job_id", spec_.job_id},
          {"resumed", record_.resumed},
          {"shards_done", tally_.committed_shards()},
-         {"shards_to_run", shards_to_run_}});
+         {"shards_to_run", source_.shards_to_run()}});
     return;
   }
   v1::JobEvent event;
@@ -535,15 +284,12 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
     tokens_generated_ += completion_tokens;
     // Rows for a barrier wait in their stage's pending rows too.
     for (const v1::JobEvent& event : group) {
-      if (!event.has_stage_rows()) continue;
-      for (const PipelineRow& row : event.stage_rows().rows()) {
-        AddPendingLocked(StageOf(shard), row);
+      if (event.has_stage_rows()) {
+        source_.AddBarrierRows(shard, event.stage_rows().rows());
       }
     }
     AppendGroupLocked(std::move(group));
-    if (!is_pipeline()) {
-      stages_[StageOf(shard)].uncommitted.erase(shard.index % kStageStride);
-    }
+    if (!is_pipeline()) source_.Committed(shard);
     AppendProgressIfDueLocked();
     log = log_;
   }
@@ -553,8 +299,8 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
     // backend about them, and a resumed job would ask again for both.
     log->AwaitCommitted();
     absl::MutexLock lock(&mu_);
-    stages_[StageOf(shard)].uncommitted.erase(shard.index % kStageStride);
-    if (!token_.IsCancelled()) AdvanceStagesLocked();
+    source_.Committed(shard);
+    if (!token_.IsCancelled()) source_.Release();
   }
   // Outside the lock: waits only when the disk is far behind.
   log->AwaitRoom();
@@ -612,7 +358,7 @@ std::pair<v1::JobState, std::string> Job::EndStateLocked(
     return {
         v1::JOB_STATE_FAILED,
         absl::StrCat(tally_.rows_failed(), " rows failed at their steps (in ",
-                     tally_.shards_failed(), " of ", shards_cut_,
+                     tally_.shards_failed(), " of ", source_.shards_cut(),
                      " shards); see the shard_error events")};
   }
   if (tally_.shards_failed() > 0) {
@@ -711,7 +457,7 @@ v1::Job Job::Snapshot() const {
   job.set_backend(spec_.block.backend());
   *job.mutable_block() = spec_.block;
   job.set_total_rows(plan_.total_rows());
-  job.set_total_shards(shards_cut_);
+  job.set_total_shards(source_.shards_cut());
   // A job that ended before this process started has its final counts in
   // its record, not in a tally.
   const bool final = record_.finished.state() != v1::JOB_STATE_UNSPECIFIED;

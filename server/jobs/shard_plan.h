@@ -13,6 +13,14 @@ struct ShardSpec {
   int64_t row_count = 0;
 };
 
+// A pipeline's shards: its first stage's are its plan's (0, 1, ...); a later
+// stage's shard s has index stage * kStageStride + s, so that a shard's
+// index does not depend on when the stages before it released their rows.
+inline constexpr int64_t kStageStride = int64_t{1} << 40;
+inline int StageOf(const ShardSpec& shard) {
+  return static_cast<int>(shard.index / kStageStride);
+}
+
 class ShardPlan {
  public:
   // batch_size must be positive.

@@ -434,7 +434,7 @@ TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
               UnorderedElementsAre("staged:0", "staged:1", "staged:2"));
   // A later stage's shards are numbered from a multiple of kStageStride.
   auto second = [](int64_t local) {
-    return "staged:" + std::to_string(Job::kStageStride + local);
+    return "staged:" + std::to_string(kStageStride + local);
   };
   EXPECT_THAT(std::vector<std::string>(started.begin() + 3, started.end()),
               UnorderedElementsAre(second(0), second(1), second(2)));
@@ -443,7 +443,7 @@ TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
   for (const v1::JobEvent& event : events) {
     if (event.has_stage_rows()) stage_rows += event.stage_rows().rows_size();
     if (event.has_shard_result()) {
-      EXPECT_GE(event.shard_result().shard_index(), Job::kStageStride);
+      EXPECT_GE(event.shard_result().shard_index(), kStageStride);
       result_rows += event.shard_result().rows_size();
     }
   }
