@@ -1,0 +1,205 @@
+// Which shards a job runs and in what order, driven through ShardSource
+// alone: no store, no lock, no job. A block's shards are its plan's; a
+// pipeline's later stages are cut from the rows its barriers release, in
+// output order and deduplicated; a resumed job skips what its tally counts.
+#include "server/jobs/shard_source.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "google/protobuf/util/json_util.h"
+
+namespace sdg {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// A row a flatten step made from seed `seed`'s column `column`: its order
+// key puts the column before the seed.
+PipelineRow Flattened(int64_t seed, int64_t column, const std::string& value) {
+  PipelineRow row;
+  row.set_row_index(seed);
+  row.add_order_key(column);
+  row.add_order_key(seed);
+  (*row.mutable_columns()->mutable_fields())["v"].set_string_value(value);
+  return row;
+}
+
+google::protobuf::RepeatedPtrField<PipelineRow> Rows(
+    std::vector<PipelineRow> rows) {
+  return {rows.begin(), rows.end()};
+}
+
+std::vector<std::string> Values(const std::vector<PipelineRow>& rows) {
+  std::vector<std::string> values;
+  for (const PipelineRow& row : rows) {
+    values.push_back(row.columns().fields().at("v").string_value());
+  }
+  return values;
+}
+
+JobSpec BlockSpec(int batch_size) {
+  JobSpec spec;
+  spec.job_id = "block";
+  spec.batch_size = batch_size;
+  return spec;
+}
+
+// A flatten of two columns whose drop_duplicates on "v" ends the first
+// stage; a rename is the second.
+JobSpec PipelineSpecWithBarrier(int batch_size) {
+  v1::GenerateJobRequest request;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"pipeline": {"steps": [
+                      {"name": "flat", "flatten_columns": {
+                        "var_columns": ["a", "b"], "value_name": "v",
+                        "var_name": "which"}, "drop_duplicates": ["v"]},
+                      {"name": "rename", "rename_columns": {"columns_map":
+                        [{"from": "v", "to": "w"}]}}]}})",
+                  &request)
+                  .ok());
+  absl::StatusOr<JobSpec> spec = ValidateRequest(request, {"sim"}, {});
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->job_id = "staged";
+  spec->batch_size = batch_size;
+  return *std::move(spec);
+}
+
+std::vector<int64_t> Indices(ShardSource& source) {
+  std::vector<int64_t> indices;
+  while (source.HasShardToStart()) indices.push_back(source.Next().index);
+  return indices;
+}
+
+TEST(ShardSourceTest, ABlockRunsItsPlansShardsInOrderWithAShortLastOne) {
+  const JobSpec spec = BlockSpec(2);
+  const ShardPlan plan(5, 2);
+  JobTally tally(plan.shard_count());
+  ShardSource source(spec, plan, tally);
+
+  EXPECT_EQ(source.shards_to_run(), 3);
+  EXPECT_EQ(source.shards_cut(), 3);
+  ShardSpec first = source.Next();
+  ShardSpec second = source.Next();
+  ShardSpec last = source.Next();
+  EXPECT_FALSE(source.HasShardToStart());
+  EXPECT_EQ(first.index, 0);
+  EXPECT_EQ(second.first_row, 2);
+  EXPECT_EQ(second.row_count, 2);
+  EXPECT_EQ(last.index, 2);
+  EXPECT_EQ(last.first_row, 4);
+  EXPECT_EQ(last.row_count, 1);
+}
+
+TEST(ShardSourceTest, AResumedBlockSkipsTheShardsItsTallyCounts) {
+  const JobSpec spec = BlockSpec(1);
+  const ShardPlan plan(4, 1);
+  JobTally tally(plan.shard_count());
+  for (int64_t committed : {0, 2}) {
+    v1::JobEvent event;
+    event.mutable_shard_result()->set_shard_index(committed);
+    tally.Add(event);
+  }
+  ShardSource source(spec, plan, tally);
+
+  EXPECT_EQ(source.shards_to_run(), 2);
+  EXPECT_EQ(source.shards_cut(), 4);
+  EXPECT_THAT(Indices(source), ElementsAre(1, 3));
+}
+
+// Seed 0's first-column row comes before anything seed 1 can make, so it
+// goes on at once; its second-column row waits for seed 1, whose own
+// first-column duplicate of it comes first in output order and is kept.
+TEST(ShardSourceTest, BarrierRowsGoOnInOutputOrderOnceNothingCanPrecedeThem) {
+  const JobSpec spec = PipelineSpecWithBarrier(1);
+  const ShardPlan plan(2, 1);
+  JobTally tally(plan.shard_count());
+  ShardSource source(spec, plan, tally);
+  const ShardSpec seed0 = source.Next();
+  const ShardSpec seed1 = source.Next();
+  EXPECT_FALSE(source.HasShardToStart());
+
+  source.AddBarrierRows(seed0,
+                        Rows({Flattened(0, 0, "a0"), Flattened(0, 1, "same")}));
+  source.Committed(seed0);
+  source.Release();
+  ASSERT_TRUE(source.HasShardToStart());
+  const ShardSpec first = source.Next();
+  EXPECT_EQ(first.index, kStageStride);
+  EXPECT_EQ(StageOf(first), 1);
+  EXPECT_THAT(Values(source.StageRows(first)), ElementsAre("a0"));
+  EXPECT_FALSE(source.HasShardToStart());
+
+  source.AddBarrierRows(seed1,
+                        Rows({Flattened(1, 0, "same"), Flattened(1, 1, "b1")}));
+  source.Committed(seed1);
+  source.Release();
+  std::vector<std::string> released;
+  while (source.HasShardToStart()) {
+    const ShardSpec shard = source.Next();
+    EXPECT_EQ(StageOf(shard), 1);
+    for (const std::string& value : Values(source.StageRows(shard))) {
+      released.push_back(value);
+    }
+  }
+  // Keys (0,1) "same" from seed 1, then (1,0) "same" from seed 0 dropped.
+  EXPECT_THAT(released, ElementsAre("same", "b1"));
+  EXPECT_EQ(source.shards_cut(), 2 + 3);
+  EXPECT_EQ(source.shards_to_run(), 2 + 3);
+}
+
+TEST(ShardSourceTest, AStagesShortLastShardWaitsUntilItsInputIsComplete) {
+  const JobSpec spec = PipelineSpecWithBarrier(2);
+  const ShardPlan plan(4, 2);
+  JobTally tally(plan.shard_count());
+  ShardSource source(spec, plan, tally);
+  const ShardSpec seeds01 = source.Next();
+  const ShardSpec seeds23 = source.Next();
+
+  source.AddBarrierRows(seeds01, Rows({Flattened(0, 0, "x0")}));
+  source.Committed(seeds01);
+  source.Release();
+  // One row released, fewer than batch_size, and more may follow.
+  EXPECT_FALSE(source.HasShardToStart());
+
+  // The last seed shard's rows were all filtered out: the input is complete.
+  source.AddBarrierRows(seeds23, Rows({}));
+  source.Committed(seeds23);
+  source.Release();
+  ASSERT_TRUE(source.HasShardToStart());
+  const ShardSpec short_shard = source.Next();
+  EXPECT_EQ(short_shard.index, kStageStride);
+  EXPECT_EQ(short_shard.first_row, 0);
+  EXPECT_EQ(short_shard.row_count, 1);
+  EXPECT_THAT(Values(source.StageRows(short_shard)), ElementsAre("x0"));
+  EXPECT_FALSE(source.HasShardToStart());
+}
+
+// Seed 0's shard committed before a restart: its barrier rows come from the
+// tally (its stage_rows event), go on into stage 1 at once, and its later
+// stage's shard runs before the seed shard still to run.
+TEST(ShardSourceTest, AResumedPipelineTakesItsBarrierRowsFromTheTally) {
+  const JobSpec spec = PipelineSpecWithBarrier(1);
+  const ShardPlan plan(2, 1);
+  JobTally tally(plan.shard_count());
+  v1::JobEvent event;
+  event.mutable_stage_rows()->set_shard_index(0);
+  *event.mutable_stage_rows()->add_rows() = Flattened(0, 0, "a0");
+  tally.Add(event);
+  ShardSource source(spec, plan, tally);
+
+  ASSERT_TRUE(source.HasShardToStart());
+  const ShardSpec later = source.Next();
+  EXPECT_EQ(later.index, kStageStride);
+  EXPECT_THAT(Values(source.StageRows(later)), ElementsAre("a0"));
+  EXPECT_THAT(Indices(source), ElementsAre(1));
+  // The rows were handed over once.
+  EXPECT_THAT(tally.TakeStageRows(0, plan.shard_count()), IsEmpty());
+}
+
+}  // namespace
+}  // namespace sdg
