@@ -67,10 +67,8 @@ void Measure(int workers, int64_t shards, bool durable) {
   JobRecord record;
   record.job_id = spec.job_id;
   if (!store->AddJob(record).ok()) std::abort();
-  auto log = *store->OpenJobLog(spec.job_id, [](const v1::JobEvent&) {});
-  auto job =
-      std::make_shared<Job>(std::move(spec), std::move(record), *rows->Finish(),
-                            log, JobTally(shards), *store, metrics);
+  auto job = *Job::Create(std::move(spec), std::move(record), *rows->Finish(),
+                          *store, metrics);
 
   double cpu_start = CpuSeconds();
   absl::Time start = absl::Now();

@@ -39,9 +39,60 @@ absl::string_view StateLabel(v1::JobState state) {
   }
 }
 
-Job::Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
-         std::shared_ptr<EventLog> log, JobTally tally, JobStore& store,
-         Metrics& metrics)
+absl::StatusOr<std::shared_ptr<Job>> Job::Create(
+    JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
+    JobStore& store, Metrics& metrics) {
+  const int64_t shard_count =
+      ShardPlan(dataset != nullptr ? dataset->row_count() : 0, spec.batch_size)
+          .shard_count();
+  SDG_ASSIGN_OR_RETURN(
+      std::shared_ptr<EventLog> log,
+      store.OpenJobLog(record.job_id, [](const v1::JobEvent&) {}));
+  auto job = std::make_shared<Job>(ConstructionKey(), std::move(spec),
+                                   std::move(record), std::move(dataset), log,
+                                   JobTally(shard_count), store, metrics);
+  job->SuspendOnCommitError();
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<Job>> Job::Restore(
+    JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
+    JobStore& store, Metrics& metrics) {
+  const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
+                          record.state == v1::JOB_STATE_RUNNING;
+  JobTally tally(
+      ShardPlan(dataset != nullptr ? dataset->row_count() : 0, spec.batch_size)
+          .shard_count());
+  std::shared_ptr<EventLog> log;
+  if (unfinished) {
+    SDG_ASSIGN_OR_RETURN(
+        log, store.OpenJobLog(record.job_id, [&tally](const v1::JobEvent& e) {
+          tally.Add(e);
+        }));
+    if (!tally.finished().has_value()) {
+      ++record.resumed;
+      metrics.JobResumed();
+    }
+  } else {
+    log = store.OpenFinishedJobLog(record.job_id);
+  }
+  auto job = std::make_shared<Job>(
+      ConstructionKey(), std::move(spec), std::move(record), std::move(dataset),
+      std::move(log), std::move(tally), store, metrics);
+  if (!job->IsFinished()) job->SuspendOnCommitError();
+  return job;
+}
+
+void Job::SuspendOnCommitError() {
+  std::weak_ptr<Job> weak = weak_from_this();
+  log()->SetOnCommitError([weak](absl::Status error) {
+    if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
+  });
+}
+
+Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
+         std::shared_ptr<Dataset> dataset, std::shared_ptr<EventLog> log,
+         JobTally tally, JobStore& store, Metrics& metrics)
     : spec_(std::move(spec)),
       plan_(dataset != nullptr ? dataset->row_count() : 0, spec_.batch_size),
       request_digest_(record.request_digest),

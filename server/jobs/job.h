@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -30,10 +31,28 @@ namespace sdg {
 
 class Job : public std::enable_shared_from_this<Job> {
  public:
-  // `tally` counts what `log` already holds (nothing for a new job).
-  Job(JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
-      std::shared_ptr<EventLog> log, JobTally tally, JobStore& store,
-      Metrics& metrics);
+  // A job admitted now. `record` is in `store` already; the job's log is
+  // opened there, empty, and a commit that fails suspends the job.
+  static absl::StatusOr<std::shared_ptr<Job>> Create(
+      JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
+      JobStore& store, Metrics& metrics);
+  // A job `store` holds, as a process finds it when it starts. An
+  // unfinished job's log is read into its tally, and counts as resumed
+  // unless the log says it ended; a finished job's log is only opened for
+  // reading. `dataset` is null where the store no longer holds it.
+  static absl::StatusOr<std::shared_ptr<Job>> Restore(
+      JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
+      JobStore& store, Metrics& metrics);
+
+  // Only Create and Restore make a Job (std::make_shared needs the
+  // constructor public). `tally` counts what `log` already holds.
+  class ConstructionKey {
+    friend class Job;
+    ConstructionKey() = default;
+  };
+  Job(ConstructionKey, JobSpec spec, JobRecord record,
+      std::shared_ptr<Dataset> dataset, std::shared_ptr<EventLog> log,
+      JobTally tally, JobStore& store, Metrics& metrics);
 
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -108,6 +127,8 @@ class Job : public std::enable_shared_from_this<Job> {
   v1::JobState state() const;
 
  private:
+  // A failed commit of the job's log suspends the job (Suspend).
+  void SuspendOnCommitError();
   // MarkFinished's two ends, under mu_: a suspended job's (its log ends
   // with UNAVAILABLE, its record stays unfinished), and a finished job's
   // (its `finished` event, state and reason).

@@ -174,17 +174,9 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
   // From here on, removing the job removes its dataset too.
   std::move(discard_dataset).Cancel();
   absl::Cleanup remove_job = [&] { (void)store_.RemoveJob(job_id); };
-  const int64_t shard_count =
-      ShardPlan((*dataset)->row_count(), spec.batch_size).shard_count();
-  SDG_ASSIGN_OR_RETURN(std::shared_ptr<EventLog> log,
-                       store_.OpenJobLog(job_id, [](const v1::JobEvent&) {}));
-  auto job = std::make_shared<Job>(std::move(spec), std::move(record),
-                                   *std::move(dataset), log,
-                                   JobTally(shard_count), store_, metrics_);
-  std::weak_ptr<Job> weak = job;
-  log->SetOnCommitError([weak](absl::Status error) {
-    if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
-  });
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
+                       Job::Create(std::move(spec), std::move(record),
+                                   *std::move(dataset), store_, metrics_));
   SDG_RETURN_IF_ERROR(registry_.Add(job));
   absl::Cleanup unregister = [&] { registry_.Remove(job_id); };
   if (absl::Status submitted = scheduler_.Submit(job); !submitted.ok()) {
@@ -275,35 +267,14 @@ absl::Status JobService::Restore(JobRecord record) {
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
       store_.OpenJobDataset(record.job_id);
   if (!dataset.ok() && unfinished) return dataset.status();
-  std::shared_ptr<Dataset> rows = dataset.ok() ? *dataset : nullptr;
-  const int64_t shard_count =
-      ShardPlan(rows != nullptr ? rows->row_count() : 0, spec.batch_size)
-          .shard_count();
-  JobTally tally(shard_count);
-  std::shared_ptr<EventLog> log;
-  if (unfinished) {
-    absl::StatusOr<std::shared_ptr<EventLog>> opened = store_.OpenJobLog(
-        record.job_id,
-        [&tally](const v1::JobEvent& event) { tally.Add(event); });
-    if (!opened.ok()) return opened.status();
-    log = *std::move(opened);
-    if (!tally.finished().has_value()) {
-      ++record.resumed;
-      metrics_.JobResumed();
-    }
-  } else {
-    log = store_.OpenFinishedJobLog(record.job_id);
-  }
-  auto job =
-      std::make_shared<Job>(std::move(spec), std::move(record), std::move(rows),
-                            log, std::move(tally), store_, metrics_);
+  SDG_ASSIGN_OR_RETURN(
+      std::shared_ptr<Job> job,
+      Job::Restore(std::move(spec), std::move(record),
+                   dataset.ok() ? *std::move(dataset) : nullptr, store_,
+                   metrics_));
   if (absl::Status added = registry_.Add(job); !added.ok()) return added;
   if (job->IsFinished()) return absl::OkStatus();
 
-  std::weak_ptr<Job> weak = job;
-  log->SetOnCommitError([weak](absl::Status error) {
-    if (std::shared_ptr<Job> job = weak.lock()) job->Suspend(std::move(error));
-  });
   if (!invalid.ok()) {
     job->Cancel(absl::FailedPreconditionError(absl::StrCat(
         "cannot resume the job on this server: ", invalid.message())));

@@ -28,12 +28,8 @@ inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
   // finds the first one's record there.
   const absl::Status added = store.AddJob(record);
   EXPECT_TRUE(added.ok() || absl::IsAlreadyExists(added)) << added;
-  std::shared_ptr<EventLog> log =
-      *store.OpenJobLog(spec.job_id, [](const v1::JobEvent&) {});
-  JobTally tally(ShardPlan(rows, spec.batch_size).shard_count());
-  return std::make_shared<Job>(std::move(spec), std::move(record),
-                               std::move(dataset), std::move(log),
-                               std::move(tally), store, metrics);
+  return *Job::Create(std::move(spec), std::move(record), std::move(dataset),
+                      store, metrics);
 }
 
 // Every event the job's log has committed so far.
