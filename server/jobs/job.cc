@@ -202,10 +202,11 @@ void Job::AppendLocked(v1::JobEvent event) {
   AppendGroupLocked(std::move(group));
 }
 
-void Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
+uint64_t Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
   for (v1::JobEvent& event : group) event.set_job_id(spec_.job_id);
-  log_->AppendGroup(absl::MakeSpan(group));
+  const uint64_t last = log_->AppendGroup(absl::MakeSpan(group));
   for (const v1::JobEvent& event : group) tally_.Add(event);
+  return last;
 }
 
 void Job::SaveRecord() {
@@ -279,12 +280,13 @@ std::vector<v1::JobEvent> Job::ShardEventsOf(const ShardSpec& shard,
   return BlockShardEvents(shard, std::move(outcome));
 }
 
-void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
-                      absl::Duration elapsed) {
+bool Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
+                      absl::Duration elapsed,
+                      std::function<void()> on_counted) {
   const bool shard_failed = !outcome.status.ok();
   if (shard_failed && suspending_) {
     // Stopped by the suspension: not committed, so it runs again.
-    return;
+    return true;
   }
   const int64_t rows_failed =
       shard_failed ? shard.row_count
@@ -330,6 +332,7 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
     group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
   }
   std::shared_ptr<EventLog> log;
+  uint64_t last_sequence = 0;
   {
     absl::MutexLock lock(&mu_);
     tokens_generated_ += completion_tokens;
@@ -339,19 +342,25 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
         source_.AddBarrierRows(shard, event.stage_rows().rows());
       }
     }
-    AppendGroupLocked(std::move(group));
+    last_sequence = AppendGroupLocked(std::move(group));
     if (!is_pipeline()) source_.Committed(shard);
     AppendProgressIfDueLocked();
     log = log_;
   }
+  bool counted = true;
   if (is_pipeline()) {
     // A later stage starts only from rows on disk: released before their
     // commit, a crash would lose them after the next stage had asked the
-    // backend about them, and a resumed job would ask again for both.
-    log->AwaitCommitted();
-    absl::MutexLock lock(&mu_);
-    source_.Committed(shard);
-    if (!token_.IsCancelled()) source_.Release();
+    // backend about them, and a resumed job would ask again for both. No
+    // thread waits for the commit: the log's notification counts the
+    // shard (or the end of the log, when committing failed).
+    counted = !log->NotifyAfter(
+        last_sequence - 1,
+        [job = shared_from_this(), shard, on_counted = std::move(on_counted)] {
+          job->CountCommittedShard(shard);
+          if (on_counted) on_counted();
+        });
+    if (counted) CountCommittedShard(shard);
   }
   // Outside the lock: waits only when the disk is far behind.
   log->AwaitRoom();
@@ -362,6 +371,13 @@ void Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
                      ") failed and error_policy is ERROR_POLICY_FAIL_FAST: ",
                      first_error.message())));
   }
+  return counted;
+}
+
+void Job::CountCommittedShard(const ShardSpec& shard) {
+  absl::MutexLock lock(&mu_);
+  source_.Committed(shard);
+  if (!token_.IsCancelled()) source_.Release();
 }
 
 void Job::AppendProgressIfDueLocked() {

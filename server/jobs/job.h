@@ -5,6 +5,7 @@
 #define SDG_SERVER_JOBS_JOB_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,9 +63,6 @@ class Job : public std::enable_shared_from_this<Job> {
   // The seed dataset's plan: a block's shards, a pipeline's first stage's.
   const ShardPlan& plan() const { return plan_; }
   bool is_pipeline() const { return spec_.pipeline.has_value(); }
-  // True if ReportShard waits for the shard's events to be committed (a
-  // pipeline's stage releases rows to the next one only from the disk).
-  bool ReportWaitsForCommit() const { return is_pipeline(); }
   const std::string& request_digest() const { return request_digest_; }
   // The tenant that created the job ("" when authentication is off).
   const std::string& tenant() const { return tenant_; }
@@ -105,8 +103,17 @@ class Job : public std::enable_shared_from_this<Job> {
   // event): the caller saves the record after, outside its locks
   // (SaveRecord). MarkFinished saves the record itself.
   void MarkRunning();
-  void ReportShard(const ShardSpec& shard, ShardOutcome outcome,
-                   absl::Duration elapsed);
+  //
+  // ReportShard appends the shard's events and counts the shard: its place
+  // in the job's progress is taken, and a pipeline's barrier releases what
+  // it no longer holds back. A block's shard counts at once. A pipeline's
+  // counts once its events are committed (a later stage starts only from
+  // rows on disk); no thread waits for that. Returns true if the shard
+  // counted before ReportShard returned; otherwise `on_counted` runs once
+  // it has, on the thread that saw the commit (it must not block).
+  bool ReportShard(const ShardSpec& shard, ShardOutcome outcome,
+                   absl::Duration elapsed,
+                   std::function<void()> on_counted = nullptr);
   void MarkFinished();
 
   // Writes the record to the store. One job's writes run one at a time, each
@@ -141,8 +148,12 @@ class Job : public std::enable_shared_from_this<Job> {
       const absl::Status& stop_reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendLocked(v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A shard's events, committed together.
-  void AppendGroupLocked(std::vector<v1::JobEvent> group)
+  // Returns the last event's sequence.
+  uint64_t AppendGroupLocked(std::vector<v1::JobEvent> group)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pipeline's shard whose events are committed: the rows it holds back
+  // at its stage's barrier go on (unless the job is stopping).
+  void CountCommittedShard(const ShardSpec& shard) ABSL_LOCKS_EXCLUDED(mu_);
   void AppendProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The events `outcome` is committed as (shard_events.h); needs no lock.
   std::vector<v1::JobEvent> ShardEventsOf(const ShardSpec& shard,

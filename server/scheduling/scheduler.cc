@@ -102,7 +102,8 @@ void Scheduler::StartLocked(Entry entry, StartedJobs& started) {
   started.push_back(entry.job);
   entry.tenant_served = &tenant_served_[entry.job->tenant()];
   ArmTimeoutLocked(entry);
-  metrics_.ShardsQueued(static_cast<double>(entry.job->shards_to_run()));
+  entry.shards_known = entry.job->shards_to_run();
+  metrics_.ShardsQueued(static_cast<double>(entry.shards_known));
   // Least recently served first: a new job has not been served at all.
   running_.push_front(std::move(entry));
 }
@@ -265,18 +266,32 @@ void Scheduler::QueueReady(Ready ready) {
 void Scheduler::EndShard(const std::shared_ptr<Job>& job,
                          const ShardSpec& shard, ShardOutcome outcome,
                          absl::Time started) {
-  const int64_t shards_before = job->shards_to_run();
-  job->ReportShard(shard, std::move(outcome), absl::Now() - started);
+  // A pipeline's shard counts once its events are committed: the commit
+  // hands it back to the workers, as replies do.
+  const bool counted =
+      job->ReportShard(shard, std::move(outcome), absl::Now() - started,
+                       [this, job, shard, started] {
+                         QueueReady(Ready{job, shard, started, nullptr});
+                       });
   metrics_.WorkerBusy(-1);
-  // The shard may have released rows into a pipeline's next stage.
-  const int64_t shards_added = job->shards_to_run() - shards_before;
+  if (counted) return FreeShardPlace(job, /*holds_worker_place=*/true);
+  // Waiting for its commit, it needs no worker: another shard may start.
+  absl::MutexLock lock(&mu_);
+  --shards_in_progress_;
+}
 
+void Scheduler::FreeShardPlace(const std::shared_ptr<Job>& job,
+                               bool holds_worker_place) {
   Ended ended;
+  int64_t shards_added = 0;
   {
     absl::MutexLock lock(&mu_);
-    --shards_in_progress_;
+    if (holds_worker_place) --shards_in_progress_;
     for (auto it = running_.begin(); it != running_.end(); ++it) {
       if (it->job == job) {
+        // The shard may have released rows into a pipeline's next stage.
+        shards_added = job->shards_to_run() - it->shards_known;
+        it->shards_known += shards_added;
         --it->in_progress;
         ended = TakeIfDoneLocked(it);
         break;
@@ -288,16 +303,6 @@ void Scheduler::EndShard(const std::shared_ptr<Job>& job,
     work_available_.SignalAll();
   }
   Finish(std::move(ended));
-}
-
-void Scheduler::StopServing() {
-  bool wake;
-  {
-    absl::MutexLock lock(&mu_);
-    --serving_;
-    wake = !ready_.empty() && serving_ < serving_target_;
-  }
-  if (wake) work_available_.Signal();
 }
 
 void Scheduler::WorkerLoop() {
@@ -340,16 +345,12 @@ void Scheduler::WorkerLoop() {
         serving = false;
       }
     }
-    if (ready.has_value()) {
+    if (ready.has_value() && ready->continuation == nullptr) {
+      FreeShardPlace(ready->job, /*holds_worker_place=*/false);
+    } else if (ready.has_value()) {
       // nullopt: the shard sent a later step's requests and is in flight.
       if (std::optional<ShardOutcome> outcome =
               std::move(ready->continuation)()) {
-        // A report that waits for the job's log to commit would hold up
-        // the replies queued behind it: another worker serves them.
-        if (ready->job->ReportWaitsForCommit()) {
-          StopServing();
-          serving = false;
-        }
         EndShard(ready->job, ready->shard, *std::move(outcome), ready->started);
       }
     } else {

@@ -4,17 +4,20 @@
 // worker starts it and goes on to other work, and the shard comes back to the
 // workers (a queue served before new shards) to be finished once its replies
 // are in, so that under load a worker finishes shard after shard without
-// sleeping in between. Jobs are admitted up to a limit (more wait in a bounded
-// queue), and each tenant up to its own; shards are taken round-robin across
-// tenants first, then across a tenant's running jobs, so that one tenant's many
-// jobs do not starve another's one; each job has its own cap (num_workers)
-// under the global one (the worker count). A queued job starts when a run slot
-// frees, the tenant with the fewest running jobs first. A cancelled job gets no
-// new shard and its workers go back to the pool. A resumed job runs only the
-// shards its log has not committed. A job with a timeout is stopped
-// (DEADLINE_EXCEEDED) by a timer armed when it starts to run. Jobs do not
-// wait for their watchers: events go to the job's log, which watchers read
-// at their own pace.
+// sleeping in between. A pipeline stage's shard, reported, waits for its
+// events' commit before its rows go on to the next stage; it holds no worker
+// and no place in max_workers meanwhile, only its place in its job (the
+// commit hands it back to the workers, as replies do). Jobs are admitted up to
+// a limit (more wait in a bounded queue), and each tenant up to its own; shards
+// are taken round-robin across tenants first, then across a tenant's running
+// jobs, so that one tenant's many jobs do not starve another's one; each job
+// has its own cap (num_workers) under the global one (the worker count). A
+// queued job starts when a run slot frees, the tenant with the fewest running
+// jobs first. A cancelled job gets no new shard and its workers go back to the
+// pool. A resumed job runs only the shards its log has not committed. A job
+// with a timeout is stopped (DEADLINE_EXCEEDED) by a timer armed when it starts
+// to run. Jobs do not wait for their watchers: events go to the job's log,
+// which watchers read at their own pace.
 #ifndef SDG_SERVER_SCHEDULING_SCHEDULER_H_
 #define SDG_SERVER_SCHEDULING_SCHEDULER_H_
 
@@ -76,6 +79,10 @@ class Scheduler {
   struct Entry {
     std::shared_ptr<Job> job;
     int64_t started = 0;  // shards handed to workers
+    // Job::shards_to_run() when last looked at (a pipeline's grow as its
+    // shards count), for the shards_queued gauge.
+    int64_t shards_known = 0;
+    // Started and not yet counted by the job (num_workers caps it).
     int in_progress = 0;
     CancellationToken::Registration on_cancel = {};
     TimerService::TimerId timeout = 0;  // armed when the job starts to run
@@ -100,7 +107,9 @@ class Scheduler {
     StartedJobs started;
   };
 
-  // A started shard whose replies are in, to be continued on a worker.
+  // A started shard whose replies are in, to be continued on a worker; or
+  // (no continuation) a pipeline's shard whose events are committed, whose
+  // place a worker frees.
   struct Ready {
     std::shared_ptr<Job> job;
     ShardSpec shard;
@@ -109,16 +118,18 @@ class Scheduler {
   };
 
   void WorkerLoop();
-  // This worker leaves serving the ready queue (counted in serving_) and
-  // wakes another if replies wait.
-  void StopServing();
   // Reads the shard's input and starts it; it comes back through ready_.
   void StartShard(std::shared_ptr<Job> job, const ShardSpec& shard);
   // The runner's Ready: queues a shard's continuation for a worker.
   void QueueReady(Ready ready);
-  // Reports the shard's outcome to its job and frees its place.
+  // Reports the shard's outcome to its job, and frees its place once the
+  // job has counted it.
   void EndShard(const std::shared_ptr<Job>& job, const ShardSpec& shard,
                 ShardOutcome outcome, absl::Time started);
+  // A shard the job has counted: frees its place in the job (and in
+  // max_workers, if it still holds one there), queues the shards it
+  // released, and finishes the job if nothing more will run for it.
+  void FreeShardPlace(const std::shared_ptr<Job>& job, bool holds_worker_place);
   void OnJobCancelled(Job* job);
   // The running job to take a shard from: of the tenant served least
   // recently, its job served least recently.
@@ -164,8 +175,7 @@ class Scheduler {
   uint64_t dispatches_ ABSL_GUARDED_BY(mu_) = 0;
   int shards_in_progress_ ABSL_GUARDED_BY(mu_) = 0;  // at most max_workers
   // Workers that will look at ready_ before they next wait: not waiting,
-  // and not starting a shard or reporting one that waits for a commit
-  // (both may block).
+  // and not starting a shard (which may block).
   int serving_ ABSL_GUARDED_BY(mu_) = 0;
   // How many serving workers QueueReady keeps awake: the CPUs (at least 2).
   const int serving_target_ =

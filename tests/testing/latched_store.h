@@ -1,6 +1,7 @@
 // The in-memory store, except that while its latch is shut for a job, that
 // job's record writes (AddJob, UpdateJob) wait for the test to open it, as
-// a write does on a stalled disk. Remembers the last state written for each
+// a write does on a stalled disk, and that a job's event log can be made to
+// hold its commits (HoldCommitsOf). Remembers the last state written for each
 // job and the names of the threads that wrote records, so that a test can
 // show which threads a stalled write holds up, and which run store writes.
 #ifndef SDG_TESTS_TESTING_LATCHED_STORE_H_
@@ -15,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "server/store/memory_job_store.h"
+#include "tests/testing/held_event_log.h"
 
 namespace sdg::testing {
 
@@ -48,6 +50,33 @@ class LatchedStore final : public MemoryJobStore {
     return writer_threads_;
   }
 
+  // The log the job opens next commits only when the test releases it.
+  std::shared_ptr<HeldEventLog> HoldCommitsOf(const std::string& job_id) {
+    absl::MutexLock lock(&latch_mu_);
+    return held_logs_[job_id] = std::make_shared<HeldEventLog>();
+  }
+
+  absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
+      const std::string& job_id,
+      absl::FunctionRef<void(const v1::JobEvent&)> replay) override {
+    {
+      absl::MutexLock lock(&latch_mu_);
+      if (auto held = held_logs_.find(job_id); held != held_logs_.end()) {
+        return held->second;
+      }
+    }
+    return MemoryJobStore::OpenJobLog(job_id, replay);
+  }
+  std::shared_ptr<EventLog> OpenFinishedJobLog(
+      const std::string& job_id) override {
+    {
+      absl::MutexLock lock(&latch_mu_);
+      if (auto held = held_logs_.find(job_id); held != held_logs_.end()) {
+        return held->second;
+      }
+    }
+    return MemoryJobStore::OpenFinishedJobLog(job_id);
+  }
   absl::Status AddJob(const JobRecord& record) override {
     AwaitLatch(record);
     return MemoryJobStore::AddJob(record);
@@ -85,6 +114,8 @@ class LatchedStore final : public MemoryJobStore {
   int waiting_ ABSL_GUARDED_BY(latch_mu_) = 0;
   std::map<std::string, v1::JobState> saved_ ABSL_GUARDED_BY(latch_mu_);
   std::set<std::string> writer_threads_ ABSL_GUARDED_BY(latch_mu_);
+  std::map<std::string, std::shared_ptr<HeldEventLog>> held_logs_
+      ABSL_GUARDED_BY(latch_mu_);
 };
 
 }  // namespace sdg::testing

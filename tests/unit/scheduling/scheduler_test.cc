@@ -402,10 +402,11 @@ TEST_F(SchedulerTest, OneWorkerRunsShardsOneAfterAnother) {
 // A pipeline's second stage gets its shards as its rows are released from
 // the first stage's barrier: none while no first-stage shard is committed,
 // all three once they are, and the job ends after them.
-TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
-  StartScheduler(/*max_workers=*/4);
+// A pipeline of two stages: a rename whose drop_duplicates is a barrier,
+// then another rename; one seed row per shard.
+JobSpec TwoStagePipeline(const std::string& id, int num_workers) {
   v1::GenerateJobRequest request;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
                   R"({"pipeline": {"steps": [
                       {"name": "a", "rename_columns": {"columns_map":
                         [{"from": "x", "to": "y"}]}, "drop_duplicates": ["y"]},
@@ -414,13 +415,18 @@ TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
                   &request)
                   .ok());
   absl::StatusOr<JobSpec> spec = ValidateRequest(request, {"sim"}, {});
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  spec->job_id = "staged";
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->job_id = id;
   spec->batch_size = 1;
-  spec->num_workers = 4;
+  spec->num_workers = num_workers;
+  return *std::move(spec);
+}
+
+TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
+  StartScheduler(/*max_workers=*/4);
   auto sink = std::make_shared<RecordingSink>();
-  std::shared_ptr<Job> job =
-      testing::MakeTestJob(*std::move(spec), 3, store_, metrics_);
+  std::shared_ptr<Job> job = testing::MakeTestJob(
+      TwoStagePipeline("staged", /*num_workers=*/4), 3, store_, metrics_);
   sink->Watch(job);
   ASSERT_TRUE(scheduler_->Submit(job).ok());
   runner_.AwaitRunning(3);
@@ -451,6 +457,48 @@ TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
   EXPECT_EQ(result_rows, 3);
   EXPECT_EQ(Finished(events).state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(Finished(events).rows_succeeded(), 3);
+}
+
+// A pipeline's shard goes on to its next stage only once its events are
+// committed; while the commit is slow, it holds neither a worker nor a
+// place in max_workers: with one worker, another job runs to its end
+// meanwhile. The wait below is bounded only so that a regression fails
+// here instead of hanging.
+TEST_F(SchedulerTest, APipelineShardWaitingForItsCommitHoldsNoWorker) {
+  StartScheduler(/*max_workers=*/1);
+  runner_.Open();
+  std::shared_ptr<testing::HeldEventLog> held = store_.HoldCommitsOf("staged");
+  auto staged_sink = std::make_shared<RecordingSink>();
+  std::shared_ptr<Job> staged = testing::MakeTestJob(
+      TwoStagePipeline("staged", /*num_workers=*/1), 1, store_, metrics_);
+  staged_sink->Watch(staged);
+  ASSERT_TRUE(scheduler_->Submit(staged).ok());
+  // `started`, then the seed shard's stage_rows: its commit waits.
+  held->AwaitHeldGroups(2);
+
+  auto other_sink = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(scheduler_->Submit(MakeJob("other", 2, 1, other_sink)).ok());
+  absl::Notification other_finished;
+  std::thread other([&] {
+    other_sink->AwaitClosed();
+    other_finished.Notify();
+  });
+  const bool other_ran =
+      other_finished.WaitForNotificationWithTimeout(absl::Minutes(1));
+  // The second stage has not started: its input is not committed yet.
+  const std::vector<std::string> started_before_commit = runner_.started();
+  held->Release();
+  other.join();
+
+  EXPECT_TRUE(other_ran) << "a worker waited for the pipeline's commit";
+  EXPECT_THAT(started_before_commit,
+              ElementsAre("staged:0", "other:0", "other:1"));
+  const v1::JobFinished finished = Finished(staged_sink->AwaitClosed());
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(finished.rows_succeeded(), 1);
+  EXPECT_THAT(runner_.started(),
+              ElementsAre("staged:0", "other:0", "other:1",
+                          "staged:" + std::to_string(kStageStride)));
 }
 
 TEST_F(SchedulerTest, CancelStopsNewShardsAndKeepsTheWorkers) {
