@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "absl/time/clock.h"
-#include "server/http/http_client.h"
+#include "server/http/event_loop.h"
 #include "server/scheduling/scheduler.h"
 #include "server/store/memory_job_store.h"
 #include "server/store/sqlite_job_store.h"
@@ -50,7 +50,7 @@ void Measure(int workers, int64_t shards, bool durable) {
   } else {
     store = std::make_unique<MemoryJobStore>();
   }
-  auto timers = *HttpClient::Create({});  // the event loop sdgd uses
+  auto timers = *EventLoop::Create();  // the event loop sdgd uses
   InstantRunner runner;
   Scheduler::Options options;
   options.max_workers = workers;

@@ -118,8 +118,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   if (!metrics_server.ok()) return metrics_server.status();
   server->metrics_server_ = *std::move(metrics_server);
 
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) return loop.status();
+  server->loop_ = *std::move(loop);
   absl::StatusOr<std::unique_ptr<HttpClient>> http =
-      HttpClient::Create(opts.http);
+      HttpClient::Create(opts.http, *server->loop_);
   if (!http.ok()) return http.status();
   server->http_ = *std::move(http);
 
@@ -178,7 +181,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   server->runner_ = std::make_unique<BackendShardRunner>(
       std::move(backends_by_name), server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(
-      opts.scheduler, *server->runner_, *server->http_, server->metrics_);
+      opts.scheduler, *server->runner_, *server->loop_, server->metrics_);
   server->jobs_ = std::make_unique<JobService>(
       opts.service, std::move(backend_names), *server->scheduler_,
       *server->store_, server->metrics_);

@@ -116,6 +116,9 @@ class Server {
   ServerOptions options_;
   Metrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
+  // The thread that runs HTTP transfers and every timer (retry backoff,
+  // endpoint return, job timeouts); destroyed after all of their users.
+  std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<HttpClient> http_;
   std::vector<std::unique_ptr<Backend>> backends_;
   // Before the scheduler and the service: their jobs write to it until they

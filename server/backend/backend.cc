@@ -68,9 +68,9 @@ Backend::~Backend() {
     detect_timer = std::exchange(detect_timer_, 0);
   }
   // Outside mu_: CancelTimer waits for a running callback, which takes it.
-  for (const auto& [key, timer] : timers) http_.CancelTimer(timer);
-  if (probe_timer != 0) http_.CancelTimer(probe_timer);
-  if (detect_timer != 0) http_.CancelTimer(detect_timer);
+  for (const auto& [key, timer] : timers) http_.loop().CancelTimer(timer);
+  if (probe_timer != 0) http_.loop().CancelTimer(probe_timer);
+  if (detect_timer != 0) http_.loop().CancelTimer(detect_timer);
 }
 
 std::vector<std::string> Backend::models() const {
@@ -177,8 +177,8 @@ void Backend::ScheduleDetection(absl::Time at) {
   if (detect_timer_ != 0) return;  // one at a time, as ScheduleProbe
   // The id is recorded before the callback can take mu_.
   detect_timer_ =
-      http_.RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
-                     [this] { OnDetectionTimer(); });
+      http_.loop().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
+                            [this] { OnDetectionTimer(); });
 }
 
 void Backend::OnDetectionTimer() {
@@ -263,7 +263,7 @@ void Backend::Cancel(CallId id) {
     }
   }
   // Outside mu_: CancelTimer waits for a running callback, which takes it.
-  if (backoff != 0) http_.CancelTimer(backoff);
+  if (backoff != 0) http_.loop().CancelTimer(backoff);
   RunCompletions(completions);
 }
 
@@ -420,7 +420,7 @@ void Backend::OnEndpointChange(int endpoint, EndpointPool::Change change) {
       // request completes meanwhile to trigger a dispatch.
       const uint64_t key = next_cooldown_++;
       cooldown_timers_[key] =
-          http_.RunAfter(cooldown, [this, key] { OnCooldownDone(key); });
+          http_.loop().RunAfter(cooldown, [this, key] { OnCooldownDone(key); });
       return;
     }
   }
@@ -464,7 +464,8 @@ void Backend::RetryOrFinish(CallId id, const HttpResponse& response,
        {"delay_s", absl::ToDoubleSeconds(delay)},
        {"error", std::string(status.message())}});
   // The id is recorded before the callback can take mu_.
-  call.backoff = http_.RunAfter(delay, [this, id] { OnBackoffDone(id); });
+  call.backoff =
+      http_.loop().RunAfter(delay, [this, id] { OnBackoffDone(id); });
 }
 
 void Backend::OnBackoffDone(CallId id) {
@@ -566,8 +567,8 @@ void Backend::ScheduleProbe(absl::Time at) {
   if (probe_timer_ != 0) return;
   // The id is recorded before the callback can take mu_.
   probe_timer_ =
-      http_.RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
-                     [this] { OnProbeTimer(); });
+      http_.loop().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
+                            [this] { OnProbeTimer(); });
 }
 
 void Backend::OnProbeTimer() {

@@ -1,9 +1,7 @@
 #include "server/http/http_client.h"
 
 #include <curl/curl.h>
-#include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -118,28 +116,14 @@ absl::Status TransportStatus(CURLcode code, const char* error_buffer) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
-    const Options& options) {
+    const Options& options, EventLoop& loop) {
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
-  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  epoll_event wake{};
-  wake.events = EPOLLIN;
-  wake.data.fd = wake_fd;
-  if (epoll_fd < 0 || wake_fd < 0 ||
-      epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &wake) != 0) {
-    if (epoll_fd >= 0) close(epoll_fd);
-    if (wake_fd >= 0) close(wake_fd);
-    curl_multi_cleanup(multi);
-    return absl::InternalError("cannot set up epoll for the HTTP client");
-  }
-  return std::unique_ptr<HttpClient>(
-      new HttpClient(options, multi, epoll_fd, wake_fd));
+  return std::unique_ptr<HttpClient>(new HttpClient(options, loop, multi));
 }
 
-HttpClient::HttpClient(const Options& options, CURLM* multi, int epoll_fd,
-                       int wake_fd)
-    : options_(options), multi_(multi), epoll_fd_(epoll_fd), wake_fd_(wake_fd) {
+HttpClient::HttpClient(const Options& options, EventLoop& loop, CURLM* multi)
+    : options_(options), loop_(loop), multi_(multi) {
   // libcurl says which sockets to watch and when its next timeout is; the
   // loop waits on epoll and tells libcurl only about sockets that are ready,
   // so the cost of a wakeup does not grow with the requests in flight.
@@ -147,43 +131,24 @@ HttpClient::HttpClient(const Options& options, CURLM* multi, int epoll_fd,
   curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
   curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &HttpClient::OnTimer);
   curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
-  loop_ = std::thread([this] { Loop(); });
-  pthread_setname_np(loop_.native_handle(), "sdg-http");
+  loop_.Attach(*this);
 }
 
 HttpClient::~HttpClient() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  Wake();
-  loop_.join();
+  loop_.Detach();  // runs Detached() on the loop's thread
   for (CURL* handle : idle_handles_) curl_easy_cleanup(handle);
   curl_multi_cleanup(multi_);
-  close(epoll_fd_);
-  close(wake_fd_);
-}
-
-void HttpClient::Wake() {
-  uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
 }
 
 int HttpClient::OnSocket(CURL*, curl_socket_t socket, int what, void* self,
                          void*) {
-  int epoll_fd = static_cast<HttpClient*>(self)->epoll_fd_;
+  EventLoop& loop = static_cast<HttpClient*>(self)->loop_;
   if (what == CURL_POLL_REMOVE) {
-    epoll_ctl(epoll_fd, EPOLL_CTL_DEL, socket, nullptr);
+    loop.Unwatch(socket);
     return 0;
   }
-  epoll_event event{};
-  event.data.fd = socket;
-  event.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
-                 ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
-  if (epoll_ctl(epoll_fd, EPOLL_CTL_MOD, socket, &event) != 0 &&
-      errno == ENOENT) {
-    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, socket, &event);
-  }
+  loop.Watch(socket, ((what & CURL_POLL_IN) ? EPOLLIN : 0u) |
+                         ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u));
   return 0;
 }
 
@@ -205,7 +170,7 @@ HttpClient::RequestId HttpClient::Start(HttpRequest request,
     wake = to_start_.empty();
     to_start_.push_back({id, std::move(request), std::move(done)});
   }
-  if (wake) Wake();
+  if (wake) loop_.Wake();
   return id;
 }
 
@@ -216,42 +181,7 @@ void HttpClient::Cancel(RequestId id) {
     wake = to_cancel_.empty();
     to_cancel_.push_back(id);
   }
-  if (wake) Wake();
-}
-
-TimerService::TimerId HttpClient::RunAfter(
-    absl::Duration delay, absl::AnyInvocable<void()> callback) {
-  TimerId id;
-  {
-    absl::MutexLock lock(&mu_);
-    id = next_timer_id_++;
-    absl::Time due = absl::Now() + delay;
-    timers_.emplace(id, Timer{due, std::move(callback)});
-    timer_queue_.push({due, id});
-  }
-  Wake();  // the loop may be sleeping past `due`
-  return id;
-}
-
-void HttpClient::CancelTimer(TimerId id) {
-  absl::MutexLock lock(&mu_);
-  timers_.erase(id);
-  if (std::this_thread::get_id() == loop_.get_id()) return;
-  if (running_timer_ != id) return;
-  auto not_running = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return running_timer_ != id;
-  };
-  ++cancels_waiting_;
-  mu_.Await(absl::Condition(&not_running));
-  --cancels_waiting_;
-}
-
-bool HttpClient::AwaitCancelTimerWaitingForTesting(absl::Duration bound) {
-  absl::MutexLock lock(&mu_);
-  auto waiting = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return cancels_waiting_ > 0;
-  };
-  return mu_.AwaitWithTimeout(absl::Condition(&waiting), bound);
+  if (wake) loop_.Wake();
 }
 
 HttpClient::Origin& HttpClient::OriginOf(absl::string_view url) {
@@ -390,97 +320,43 @@ void HttpClient::CompleteFinishedTransfers() {
   }
 }
 
-int HttpClient::PollTimeoutMs(absl::Time next_timer) const {
-  constexpr int kIdleMs = 1000;
-  const absl::Time next = std::min(curl_deadline_, next_timer);
-  if (next == absl::InfiniteFuture()) return kIdleMs;
-  absl::Duration until = next - absl::Now();
-  return static_cast<int>(std::clamp<int64_t>(
-      absl::ToInt64Milliseconds(absl::Ceil(until, absl::Milliseconds(1))), 0,
-      kIdleMs));
-}
-
-bool HttpClient::TakeSubmittedWork() {
+void HttpClient::TakeSubmittedWork() {
   std::vector<Submitted> to_start;
   std::vector<RequestId> to_cancel;
-  bool stopping;
   {
     absl::MutexLock lock(&mu_);
     to_start.swap(to_start_);
     to_cancel.swap(to_cancel_);
-    stopping = stopping_;
   }
   for (Submitted& submitted : to_start) StartTransfer(std::move(submitted));
   for (RequestId id : to_cancel) AbortTransfer(id, "request cancelled");
-  return !stopping;
 }
 
-absl::Time HttpClient::RunDueTimers() {
-  const absl::Time now = absl::Now();
-  while (true) {
-    absl::AnyInvocable<void()> callback;
-    {
-      absl::MutexLock lock(&mu_);
-      running_timer_ = 0;
-      while (!timer_queue_.empty() &&
-             !timers_.contains(timer_queue_.top().id)) {
-        timer_queue_.pop();  // cancelled
-      }
-      if (timer_queue_.empty()) return absl::InfiniteFuture();
-      if (timer_queue_.top().due > now) return timer_queue_.top().due;
-      TimerId id = timer_queue_.top().id;
-      timer_queue_.pop();
-      auto it = timers_.find(id);
-      callback = std::move(it->second.callback);
-      timers_.erase(it);
-      running_timer_ = id;
-    }
-    callback();
-  }
-}
-
-void HttpClient::WaitForSocketsAndDriveCurl(absl::Time next_timer) {
-  constexpr int kMaxEvents = 256;
-  epoll_event events[kMaxEvents];
-  int ready =
-      epoll_wait(epoll_fd_, events, kMaxEvents, PollTimeoutMs(next_timer));
+void HttpClient::OnReady(int fd, uint32_t events) {
+  int flags = 0;
+  if (events & EPOLLIN) flags |= CURL_CSELECT_IN;
+  if (events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+  if (events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
   int running = 0;
-  for (int i = 0; i < ready; ++i) {
-    if (events[i].data.fd == wake_fd_) {
-      uint64_t count;
-      (void)!read(wake_fd_, &count, sizeof(count));
-      continue;
-    }
-    int flags = 0;
-    if (events[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
-    if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
-    if (events[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
-    curl_multi_socket_action(multi_, events[i].data.fd, flags, &running);
-  }
+  curl_multi_socket_action(multi_, fd, flags, &running);
+}
+
+void HttpClient::AfterWait() {
   if (absl::Now() >= curl_deadline_) {
     curl_deadline_ = absl::InfiniteFuture();  // OnTimer may set it again
+    int running = 0;
     curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
   }
+  CompleteFinishedTransfers();
 }
 
-void HttpClient::Loop() {
-  while (TakeSubmittedWork()) {
-    const absl::Time next_timer = RunDueTimers();
-    WaitForSocketsAndDriveCurl(next_timer);
-    CompleteFinishedTransfers();
-  }
-  AbortEverythingLeft();
-}
-
-void HttpClient::AbortEverythingLeft() {
+void HttpClient::Detached() {
   // Nothing may be left waiting for a callback: requests complete with
-  // CANCELLED, timers that have not run are dropped.
+  // CANCELLED.
   std::vector<Submitted> never_started;
-  absl::flat_hash_map<TimerId, Timer> dropped_timers;  // destroyed unlocked
   {
     absl::MutexLock lock(&mu_);
     never_started.swap(to_start_);
-    dropped_timers.swap(timers_);
   }
   for (Submitted& submitted : never_started) {
     HttpResponse response;

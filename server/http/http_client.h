@@ -1,17 +1,15 @@
-// An HTTP/1.1 client on one libcurl multi event loop (curl_multi_socket_action
-// on epoll): one thread drives every transfer and every timer, connections are
-// kept alive and reused across requests and jobs, and a request can be
-// cancelled at once from any thread. Start, Cancel, RunAfter and CancelTimer
-// never block on the network.
+// An HTTP/1.1 client driven by an event loop (curl_multi_socket_action on
+// the loop's epoll): the loop's thread drives every transfer, connections
+// are kept alive and reused across requests and jobs, and a request can be
+// cancelled at once from any thread. Start and Cancel never block on the
+// network.
 #ifndef SDG_SERVER_HTTP_HTTP_CLIENT_H_
 #define SDG_SERVER_HTTP_HTTP_CLIENT_H_
 
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <queue>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -20,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "base/timer_service.h"
+#include "server/http/event_loop.h"
 
 typedef void CURLM;
 typedef void CURL;
@@ -58,7 +56,7 @@ struct HttpResponse {
   absl::Duration elapsed;
 };
 
-class HttpClient final : public TimerService {
+class HttpClient final : private EventLoop::Driver {
  public:
   struct Options {
     absl::Duration connect_timeout = absl::Seconds(5);
@@ -68,10 +66,11 @@ class HttpClient final : public TimerService {
   // Runs on the event loop thread: it must be quick and must not block.
   using DoneCallback = absl::AnyInvocable<void(HttpResponse)>;
 
+  // Runs on `loop` (which outlives the client).
   static absl::StatusOr<std::unique_ptr<HttpClient>> Create(
-      const Options& options);
-  // Completes every unfinished request with CANCELLED, drops the timers that
-  // have not run, then stops the loop.
+      const Options& options, EventLoop& loop);
+  // Completes every unfinished request with CANCELLED, on the loop's
+  // thread, and leaves the loop.
   ~HttpClient() override;
 
   HttpClient(const HttpClient&) = delete;
@@ -82,14 +81,9 @@ class HttpClient final : public TimerService {
   // completed. Unknown or finished ids are ignored.
   void Cancel(RequestId id);
 
-  // Timers on the event loop thread (retry backoff, endpoint return, job
-  // timeouts); see TimerService.
-  TimerId RunAfter(absl::Duration delay,
-                   absl::AnyInvocable<void()> callback) override;
-  void CancelTimer(TimerId id) override;
-  // Blocks until a CancelTimer call is waiting for a running callback, or
-  // `bound` passes; true in the first case. For tests of that wait.
-  bool AwaitCancelTimerWaitingForTesting(absl::Duration bound);
+  // The loop the client runs on, whose timers run on the same thread as
+  // the client's callbacks (retry backoff, an endpoint's return).
+  EventLoop& loop() const { return loop_; }
 
  private:
   struct Transfer;
@@ -104,36 +98,23 @@ class HttpClient final : public TimerService {
     HttpRequest request;
     DoneCallback done;
   };
-  struct Timer {
-    absl::Time due;
-    absl::AnyInvocable<void()> callback;
-  };
-  // A min-heap entry; a cancelled timer's entry stays until it surfaces.
-  struct TimerDue {
-    absl::Time due;
-    TimerId id;
-    bool operator>(const TimerDue& other) const { return due > other.due; }
-  };
-
-  HttpClient(const Options& options, CURLM* multi, int epoll_fd, int wake_fd);
-  void Wake();
+  HttpClient(const Options& options, EventLoop& loop, CURLM* multi);
   // libcurl's socket and timer callbacks (curl_multi_socket_action).
   static int OnSocket(CURL* easy, curl_socket_t socket, int what, void* self,
                       void* socket_data);
   static int OnTimer(CURLM* multi, long timeout_ms, void* self);
 
-  // The loop thread: Loop() repeats these steps until the client stops.
-  void Loop();
-  // Starts what Start() queued and aborts what Cancel() asked for; false
-  // once the client is stopping.
-  bool TakeSubmittedWork();
+  // EventLoop::Driver, on the loop's thread: starts what Start() queued
+  // and aborts what Cancel() asked for; drives libcurl on a ready socket
+  // and at its timeout; completes what finished; and at the end aborts
+  // what is left.
+  void TakeSubmittedWork() override;
+  absl::Time NextDeadline() const override { return curl_deadline_; }
+  void OnReady(int fd, uint32_t events) override;
+  void AfterWait() override;
+  void Detached() override;
+
   void StartTransfer(Submitted submitted);
-  // Runs the timers that are due; returns when the next one is (infinite
-  // future if none), read under the lock it already takes.
-  absl::Time RunDueTimers();
-  // Waits on epoll until a socket is ready, work is submitted, libcurl's
-  // timeout or `next_timer` comes.
-  void WaitForSocketsAndDriveCurl(absl::Time next_timer);
   void CompleteFinishedTransfers();
   // Removes the transfer from libcurl, keeps its handle for reuse, and runs
   // its callback with `response`. Unknown ids (already finished) are ignored.
@@ -141,28 +122,17 @@ class HttpClient final : public TimerService {
   // Stops a transfer in progress (libcurl closes its connection) and
   // completes it with CANCELLED and `why`.
   void AbortTransfer(RequestId id, absl::string_view why);
-  void AbortEverythingLeft();
-  int PollTimeoutMs(absl::Time next_timer) const;
   // The origin of `url` (scheme://host:port), made on first use.
   Origin& OriginOf(absl::string_view url);
 
   const Options options_;
+  EventLoop& loop_;
   CURLM* const multi_;
-  const int epoll_fd_;
-  const int wake_fd_;  // an eventfd: Start, Cancel and RunAfter wake the loop
 
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<Submitted> to_start_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> to_cancel_ ABSL_GUARDED_BY(mu_);
-  TimerId next_timer_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<TimerId, Timer> timers_ ABSL_GUARDED_BY(mu_);
-  std::priority_queue<TimerDue, std::vector<TimerDue>, std::greater<>>
-      timer_queue_ ABSL_GUARDED_BY(mu_);
-  // The timer whose callback runs now (0: none), for CancelTimer to wait on.
-  TimerId running_timer_ ABSL_GUARDED_BY(mu_) = 0;
-  int cancels_waiting_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Owned by the loop thread alone.
   absl::flat_hash_map<RequestId, std::unique_ptr<Transfer>> transfers_;
@@ -171,8 +141,6 @@ class HttpClient final : public TimerService {
   absl::flat_hash_map<std::string, std::unique_ptr<Origin>> origins_;
   static constexpr size_t kMaxIdleHandles = 1024;
   std::vector<CURL*> idle_handles_;  // easy handles to reuse
-
-  std::thread loop_;
 };
 
 }  // namespace sdg

@@ -17,7 +17,7 @@ class CancellationTest : public ServiceFixture {
   void SetUp() override {
     StartServer({{"sim", fast_.url()}, {"slow", slow_.url()}});
     ASSERT_EQ(ThreadCount("sdg-worker"), 8);
-    ASSERT_EQ(ThreadCount("sdg-http"), 1);
+    ASSERT_EQ(ThreadCount("sdg-loop"), 1);
   }
 
   // 8 rows in shards of 2, 4 at once: 8 requests hang in llmsim.
@@ -50,7 +50,7 @@ class CancellationTest : public ServiceFixture {
     Events next = Run(Request(6));
     EXPECT_EQ(next.Finished().state(), v1::JOB_STATE_SUCCEEDED);
     EXPECT_EQ(ThreadCount("sdg-worker"), 8);
-    EXPECT_EQ(ThreadCount("sdg-http"), 1);
+    EXPECT_EQ(ThreadCount("sdg-loop"), 1);
     EXPECT_EQ(Metric("sdg_workers_busy"), 0);
     EXPECT_EQ(Metric("sdg_backend_in_flight{backend=\"" + backend + "\"}"), 0);
   }

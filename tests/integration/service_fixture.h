@@ -30,7 +30,7 @@
 namespace sdg::testing {
 
 // Threads of this process named `name` (sdgd names its own: sdg-worker,
-// sdg-http); gRPC's pool grows and shrinks on its own and is not counted.
+// sdg-loop); gRPC's pool grows and shrinks on its own and is not counted.
 inline int ThreadCount(const std::string& name) {
   int count = 0;
   if (DIR* dir = opendir("/proc/self/task")) {

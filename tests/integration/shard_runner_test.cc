@@ -69,7 +69,7 @@ class ShardRunnerTest : public ::testing::Test {
  protected:
   void StartBackend(llmsim::SimServer::Options sim_options = {}) {
     sim_ = std::make_unique<testing::SimThread>(std::move(sim_options));
-    http_ = *HttpClient::Create({});
+    http_ = *HttpClient::Create({}, *loop_);
     BackendOptions options;
     options.name = "sim";
     options.base_urls = {sim_->url()};
@@ -109,6 +109,7 @@ class ShardRunnerTest : public ::testing::Test {
 
   Metrics metrics_;
   std::unique_ptr<testing::SimThread> sim_;
+  std::unique_ptr<EventLoop> loop_ = *EventLoop::Create();
   std::unique_ptr<HttpClient> http_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<BackendShardRunner> runner_;

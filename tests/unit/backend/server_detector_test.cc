@@ -146,7 +146,8 @@ std::string DeadUrl() {
 
 class ServerDetectorTest : public ::testing::Test {
  protected:
-  std::unique_ptr<HttpClient> http_ = *HttpClient::Create({});
+  std::unique_ptr<EventLoop> loop_ = *EventLoop::Create();
+  std::unique_ptr<HttpClient> http_ = *HttpClient::Create({}, *loop_);
 };
 
 TEST_F(ServerDetectorTest, AsksTheNextEndpointWhenOneDoesNotAnswer) {
