@@ -5,46 +5,26 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "google/protobuf/util/json_util.h"
 #include "server/jobs/job.h"
 #include "server/store/memory_job_store.h"
 #include "tests/testing/test_jobs.h"
+#include "tests/testing/test_pipelines.h"
 
 namespace sdg {
 namespace {
 
 using ::testing::ElementsAre;
 
-PipelineRow Flattened(int64_t seed, int64_t column, const std::string& value) {
-  PipelineRow row;
-  row.set_row_index(seed);
-  row.add_order_key(column);
-  row.add_order_key(seed);
-  (*row.mutable_columns()->mutable_fields())["v"].set_string_value(value);
-  return row;
-}
+using testing::Flattened;
 
 class PipelineStagesTest : public ::testing::Test {
  protected:
   // Seeds, one per shard, through a flatten of two columns whose
   // drop_duplicates ends the first stage; a rename is the second.
   std::shared_ptr<Job> MakeJob(int seeds) {
-    v1::GenerateJobRequest request;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
-                    R"({"pipeline": {"steps": [
-                        {"name": "flat", "flatten_columns": {
-                          "var_columns": ["a", "b"], "value_name": "v",
-                          "var_name": "which"}, "drop_duplicates": ["v"]},
-                        {"name": "rename", "rename_columns": {"columns_map":
-                          [{"from": "v", "to": "w"}]}}]}})",
-                    &request)
-                    .ok());
-    absl::StatusOr<JobSpec> spec = ValidateRequest(request, {"sim"}, {});
-    EXPECT_TRUE(spec.ok()) << spec.status();
-    spec->job_id = "staged";
-    spec->batch_size = 1;
-    std::shared_ptr<Job> job =
-        testing::MakeTestJob(*std::move(spec), seeds, store_, metrics_);
+    std::shared_ptr<Job> job = testing::MakeTestJob(
+        testing::PipelineJobSpec(testing::kFlattenThenRename, "staged", 1),
+        seeds, store_, metrics_);
     job->MarkRunning();
     return job;
   }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "google/protobuf/util/json_util.h"
+#include "tests/testing/test_pipelines.h"
 
 namespace sdg {
 namespace {
@@ -18,16 +18,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-// A row a flatten step made from seed `seed`'s column `column`: its order
-// key puts the column before the seed.
-PipelineRow Flattened(int64_t seed, int64_t column, const std::string& value) {
-  PipelineRow row;
-  row.set_row_index(seed);
-  row.add_order_key(column);
-  row.add_order_key(seed);
-  (*row.mutable_columns()->mutable_fields())["v"].set_string_value(value);
-  return row;
-}
+using testing::Flattened;
 
 google::protobuf::RepeatedPtrField<PipelineRow> Rows(
     std::vector<PipelineRow> rows) {
@@ -49,24 +40,18 @@ JobSpec BlockSpec(int batch_size) {
   return spec;
 }
 
-// A flatten of two columns whose drop_duplicates on "v" ends the first
-// stage; a rename is the second.
+// The flatten-then-rename pipeline (test_pipelines.h).
 JobSpec PipelineSpecWithBarrier(int batch_size) {
-  v1::GenerateJobRequest request;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  R"({"pipeline": {"steps": [
-                      {"name": "flat", "flatten_columns": {
-                        "var_columns": ["a", "b"], "value_name": "v",
-                        "var_name": "which"}, "drop_duplicates": ["v"]},
-                      {"name": "rename", "rename_columns": {"columns_map":
-                        [{"from": "v", "to": "w"}]}}]}})",
-                  &request)
-                  .ok());
-  absl::StatusOr<JobSpec> spec = ValidateRequest(request, {"sim"}, {});
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->job_id = "staged";
-  spec->batch_size = batch_size;
-  return *std::move(spec);
+  return testing::PipelineJobSpec(testing::kFlattenThenRename, "staged",
+                                  batch_size);
+}
+
+// `shard` ran and carried `rows` to its barrier; its events are committed.
+void Commit(ShardSource& source, const ShardSpec& shard,
+            std::vector<PipelineRow> rows) {
+  source.AddBarrierRows(shard, Rows(std::move(rows)));
+  source.Committed(shard);
+  source.Release();
 }
 
 std::vector<int64_t> Indices(ShardSource& source) {
@@ -123,10 +108,7 @@ TEST(ShardSourceTest, BarrierRowsGoOnInOutputOrderOnceNothingCanPrecedeThem) {
   const ShardSpec seed1 = source.Next();
   EXPECT_FALSE(source.HasShardToStart());
 
-  source.AddBarrierRows(seed0,
-                        Rows({Flattened(0, 0, "a0"), Flattened(0, 1, "same")}));
-  source.Committed(seed0);
-  source.Release();
+  Commit(source, seed0, {Flattened(0, 0, "a0"), Flattened(0, 1, "same")});
   ASSERT_TRUE(source.HasShardToStart());
   const ShardSpec first = source.Next();
   EXPECT_EQ(first.index, kStageStride);
@@ -134,10 +116,7 @@ TEST(ShardSourceTest, BarrierRowsGoOnInOutputOrderOnceNothingCanPrecedeThem) {
   EXPECT_THAT(Values(source.StageRows(first)), ElementsAre("a0"));
   EXPECT_FALSE(source.HasShardToStart());
 
-  source.AddBarrierRows(seed1,
-                        Rows({Flattened(1, 0, "same"), Flattened(1, 1, "b1")}));
-  source.Committed(seed1);
-  source.Release();
+  Commit(source, seed1, {Flattened(1, 0, "same"), Flattened(1, 1, "b1")});
   std::vector<std::string> released;
   while (source.HasShardToStart()) {
     const ShardSpec shard = source.Next();
@@ -160,16 +139,12 @@ TEST(ShardSourceTest, AStagesShortLastShardWaitsUntilItsInputIsComplete) {
   const ShardSpec seeds01 = source.Next();
   const ShardSpec seeds23 = source.Next();
 
-  source.AddBarrierRows(seeds01, Rows({Flattened(0, 0, "x0")}));
-  source.Committed(seeds01);
-  source.Release();
+  Commit(source, seeds01, {Flattened(0, 0, "x0")});
   // One row released, fewer than batch_size, and more may follow.
   EXPECT_FALSE(source.HasShardToStart());
 
   // The last seed shard's rows were all filtered out: the input is complete.
-  source.AddBarrierRows(seeds23, Rows({}));
-  source.Committed(seeds23);
-  source.Release();
+  Commit(source, seeds23, {});
   ASSERT_TRUE(source.HasShardToStart());
   const ShardSpec short_shard = source.Next();
   EXPECT_EQ(short_shard.index, kStageStride);

@@ -10,11 +10,11 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "google/protobuf/util/json_util.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/latched_store.h"
 #include "tests/testing/manual_timers.h"
 #include "tests/testing/test_jobs.h"
+#include "tests/testing/test_pipelines.h"
 
 namespace sdg {
 namespace {
@@ -402,24 +402,10 @@ TEST_F(SchedulerTest, OneWorkerRunsShardsOneAfterAnother) {
 // A pipeline's second stage gets its shards as its rows are released from
 // the first stage's barrier: none while no first-stage shard is committed,
 // all three once they are, and the job ends after them.
-// A pipeline of two stages: a rename whose drop_duplicates is a barrier,
-// then another rename; one seed row per shard.
+// A pipeline of two stages (test_pipelines.h), one seed row per shard.
 JobSpec TwoStagePipeline(const std::string& id, int num_workers) {
-  v1::GenerateJobRequest request;
-  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(
-                  R"({"pipeline": {"steps": [
-                      {"name": "a", "rename_columns": {"columns_map":
-                        [{"from": "x", "to": "y"}]}, "drop_duplicates": ["y"]},
-                      {"name": "b", "rename_columns": {"columns_map":
-                        [{"from": "y", "to": "z"}]}}]}})",
-                  &request)
-                  .ok());
-  absl::StatusOr<JobSpec> spec = ValidateRequest(request, {"sim"}, {});
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  spec->job_id = id;
-  spec->batch_size = 1;
-  spec->num_workers = num_workers;
-  return *std::move(spec);
+  return testing::PipelineJobSpec(testing::kRenameThenRename, id,
+                                  /*batch_size=*/1, num_workers);
 }
 
 TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
