@@ -101,23 +101,11 @@ void Scheduler::StartLocked(Entry entry, StartedJobs& started) {
   entry.job->MarkRunning();
   started.push_back(entry.job);
   entry.tenant_served = &tenant_served_[entry.job->tenant()];
-  ArmTimeoutLocked(entry);
+  entry.timeout = JobTimeout(timers_, entry.job);
   entry.shards_known = entry.job->shards_to_run();
   metrics_.ShardsQueued(static_cast<double>(entry.shards_known));
   // Least recently served first: a new job has not been served at all.
   running_.push_front(std::move(entry));
-}
-
-void Scheduler::ArmTimeoutLocked(Entry& entry) {
-  const std::optional<absl::Duration> timeout = entry.job->spec().timeout;
-  if (!timeout.has_value()) return;
-  std::weak_ptr<Job> weak = entry.job;
-  entry.timeout = timers_.RunAfter(*timeout, [weak, timeout] {
-    if (std::shared_ptr<Job> job = weak.lock()) {
-      job->Cancel(absl::DeadlineExceededError(absl::StrCat(
-          "the job's timeout of ", absl::FormatDuration(*timeout), " passed")));
-    }
-  });
 }
 
 void Scheduler::SaveRecords(const StartedJobs& started) {
@@ -127,7 +115,7 @@ void Scheduler::SaveRecords(const StartedJobs& started) {
 void Scheduler::Finish(Ended ended) {
   SaveRecords(ended.started);
   if (ended.job == nullptr) return;
-  if (ended.timeout != 0) timers_.CancelTimer(ended.timeout);
+  ended.timeout = JobTimeout();  // disarmed before the job ends
   ended.job->MarkFinished();
 }
 
@@ -198,8 +186,10 @@ Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
   const int64_t unstarted = entry->job->shards_to_run() - entry->started;
   if (unstarted > 0 && !entry->job->token().IsCancelled()) return {};
   metrics_.ShardsQueued(-static_cast<double>(unstarted));
-  Ended ended{
-      std::move(entry->job), entry->timeout, std::move(entry->on_cancel), {}};
+  Ended ended{std::move(entry->job),
+              std::move(entry->timeout),
+              std::move(entry->on_cancel),
+              {}};
   running_.erase(entry);
   if (CountTenant(running_, ended.job->tenant()) == 0) {
     tenant_served_.erase(ended.job->tenant());

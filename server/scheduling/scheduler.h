@@ -35,6 +35,7 @@
 #include "base/timer_service.h"
 #include "server/jobs/job.h"
 #include "server/observability/metrics.h"
+#include "server/scheduling/job_timeout.h"
 #include "server/scheduling/shard_runner.h"
 
 namespace sdg {
@@ -85,7 +86,7 @@ class Scheduler {
     // Started and not yet counted by the job (num_workers caps it).
     int in_progress = 0;
     CancellationToken::Registration on_cancel = {};
-    TimerService::TimerId timeout = 0;  // armed when the job starts to run
+    JobTimeout timeout = {};  // armed when the job starts to run
     // Its tenant's slot in tenant_served_, set when it starts to run: the
     // dispatch reads and bumps it without a lookup.
     uint64_t* tenant_served = nullptr;
@@ -102,7 +103,7 @@ class Scheduler {
   // `job`, whose token it points into.
   struct Ended {
     std::shared_ptr<Job> job;
-    TimerService::TimerId timeout = 0;
+    JobTimeout timeout = {};  // disarmed outside mu_ too: its callback takes it
     CancellationToken::Registration on_cancel = {};
     StartedJobs started;
   };
@@ -146,7 +147,6 @@ class Scheduler {
   // running callback, and the store writes the records.
   void Finish(Ended ended) ABSL_LOCKS_EXCLUDED(mu_);
   static void SaveRecords(const StartedJobs& started) ABSL_LOCKS_EXCLUDED(mu_);
-  void ArmTimeoutLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the job running (its `started` event comes before any worker can
   // see it) and adds it to `started`, whose records the caller saves.
   void StartLocked(Entry entry, StartedJobs& started)
