@@ -150,7 +150,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
     grpc::CallbackServerContext* context, v1::Dataset* response) {
   return DatasetUploadReactor::Start(
-      blocking_,
+      blocking_, *context,
       [this, caller = Identify(*context)]()
           -> absl::StatusOr<std::unique_ptr<DatasetUpload>> {
         if (!caller.ok()) return caller.status();

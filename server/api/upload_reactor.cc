@@ -5,10 +5,10 @@
 
 namespace sdg {
 
-DatasetUploadReactor* DatasetUploadReactor::Start(Executor& blocking,
-                                                  Prepare prepare,
-                                                  v1::Dataset* response) {
-  auto* reactor = new DatasetUploadReactor(blocking, response);
+DatasetUploadReactor* DatasetUploadReactor::Start(
+    Executor& blocking, grpc::CallbackServerContext& context, Prepare prepare,
+    v1::Dataset* response) {
+  auto* reactor = new DatasetUploadReactor(blocking, context, response);
   blocking.Post([reactor, prepare = std::move(prepare)]() mutable {
     absl::StatusOr<std::unique_ptr<DatasetUpload>> upload =
         std::move(prepare)();
@@ -23,8 +23,13 @@ DatasetUploadReactor* DatasetUploadReactor::Start(Executor& blocking,
 }
 
 DatasetUploadReactor::DatasetUploadReactor(Executor& blocking,
+                                           grpc::CallbackServerContext& context,
                                            v1::Dataset* response)
-    : blocking_(blocking), response_(response) {}
+    : blocking_(blocking), context_(context), response_(response) {}
+
+bool DatasetUploadReactor::Cancelled() const {
+  return cancelled_.load(std::memory_order_relaxed) || context_.IsCancelled();
+}
 
 void DatasetUploadReactor::OnReadDone(bool ok) {
   blocking_.Post([this, ok] { Step(ok); });
@@ -33,7 +38,12 @@ void DatasetUploadReactor::OnReadDone(bool ok) {
 void DatasetUploadReactor::Step(bool ok) {
   reads_started_.load(std::memory_order_acquire);
   std::unique_ptr<v1::DatasetChunk> chunk = std::move(reading_);
-  absl::Status status = ok ? upload_->Take(*chunk) : Complete();
+  absl::Status status =
+      ok            ? upload_->Take(*chunk)
+      : Cancelled() ? absl::CancelledError(
+                          "the upload was cancelled before its last chunk; "
+                          "nothing was stored")
+                    : Complete();
   chunk.reset();
   if (!status.ok()) {
     End(status);

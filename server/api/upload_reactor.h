@@ -1,6 +1,7 @@
 // The server side of an UploadDataset call: hands each chunk to the
 // service's DatasetUpload as it arrives and answers with the stored
-// dataset; a refused chunk ends the call and the upload stores nothing.
+// dataset; a refused chunk ends the call and the upload stores nothing,
+// and so does a call the client cancels (or that breaks) before its end.
 // The upload writes files, so its work runs on an Executor, never in a
 // reaction: one read is in flight at a time, and the next starts once the
 // executor has taken the chunk.
@@ -31,13 +32,22 @@ class DatasetUploadReactor final
   // ThreadSanitizer's suppressions name this frame for gRPC touching the
   // reactor on its own threads after a handoff inside libgrpc (see
   // tests/tsan/suppressions.txt), as for JobStreamReactor::Allocate.
-  static DatasetUploadReactor* Start(Executor& blocking, Prepare prepare,
-                                     v1::Dataset* response);
+  static DatasetUploadReactor* Start(Executor& blocking,
+                                     grpc::CallbackServerContext& context,
+                                     Prepare prepare, v1::Dataset* response);
   void OnReadDone(bool ok) override;
+  void OnCancel() override {
+    cancelled_.store(true, std::memory_order_relaxed);
+  }
   void OnDone() override { delete this; }
 
  private:
-  DatasetUploadReactor(Executor& blocking, v1::Dataset* response);
+  DatasetUploadReactor(Executor& blocking, grpc::CallbackServerContext& context,
+                       v1::Dataset* response);
+  // The last read failed because the client cancelled the call (or it
+  // broke): gRPC ends reads the same way as when the client has sent
+  // everything, and only the call's state tells them apart.
+  bool Cancelled() const;
   // On the executor: takes the chunk just read (or, once the client has
   // sent everything, completes the upload), then reads on or ends.
   void Step(bool ok);
@@ -55,7 +65,9 @@ class DatasetUploadReactor final
   void End(const absl::Status& status);
 
   Executor& blocking_;
+  grpc::CallbackServerContext& context_;
   v1::Dataset* const response_;
+  std::atomic<bool> cancelled_{false};  // OnCancel ran
   // Set on the executor before the first read; then touched only by Step,
   // which runs once per read, after it.
   std::unique_ptr<DatasetUpload> upload_;

@@ -282,5 +282,40 @@ TEST_F(DurableJobsTest, RunningJobCannotBeDeleted) {
   EXPECT_THAT(status.error_message(), HasSubstr("cancel it"));
 }
 
+// gRPC ends an upload's reads the same way when the client cancels (or its
+// connection breaks) as when it has sent everything. A cancelled upload
+// must store nothing: before the fix its first rows were stored as the
+// whole dataset under the client's id (20 of 20 tries), and a retry with
+// that id was refused as ALREADY_EXISTS. The waits are bounded only so
+// that a regression fails here instead of hanging.
+TEST_F(DurableJobsTest, AnUploadCancelledBeforeItsEndStoresNothing) {
+  const std::string upload_dir = state_dir_ + "/uploads/cut";
+  {
+    grpc::ClientContext context;
+    v1::Dataset dataset;
+    auto writer = stub_->UploadDataset(&context, &dataset);
+    v1::DatasetChunk chunk;
+    chunk.set_dataset_id("cut");
+    chunk.set_data("{\"question\": \"a\"}\n{\"question\": \"b\"}\n");
+    ASSERT_TRUE(writer->Write(chunk));
+    // The server has taken the chunk: its rows are being written.
+    ASSERT_TRUE(
+        Eventually([&] { return std::filesystem::exists(upload_dir); }));
+    context.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // What it wrote goes: stored, it would stay.
+  EXPECT_TRUE(Eventually([&] { return !std::filesystem::exists(upload_dir); }))
+      << "the cancelled upload was stored";
+
+  // The id is free again, and an upload under it stores what it was sent.
+  absl::StatusOr<v1::Dataset> whole =
+      Upload({"{\"question\": \"a\"}\n", "{\"question\": \"b\"}\n",
+              "{\"question\": \"c\"}\n"},
+             "cut");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->rows(), 3);
+}
+
 }  // namespace
 }  // namespace sdg::testing
