@@ -27,10 +27,6 @@ DatasetUploadReactor::DatasetUploadReactor(Executor& blocking,
                                            v1::Dataset* response)
     : blocking_(blocking), context_(context), response_(response) {}
 
-bool DatasetUploadReactor::Cancelled() const {
-  return cancelled_.load(std::memory_order_relaxed) || context_.IsCancelled();
-}
-
 void DatasetUploadReactor::OnReadDone(bool ok) {
   blocking_.Post([this, ok] { Step(ok); });
 }
@@ -38,12 +34,18 @@ void DatasetUploadReactor::OnReadDone(bool ok) {
 void DatasetUploadReactor::Step(bool ok) {
   reads_started_.load(std::memory_order_acquire);
   std::unique_ptr<v1::DatasetChunk> chunk = std::move(reading_);
-  absl::Status status =
-      ok            ? upload_->Take(*chunk)
-      : Cancelled() ? absl::CancelledError(
-                          "the upload was cancelled before its last chunk; "
-                          "nothing was stored")
-                    : Complete();
+  absl::Status status;
+  if (ok) {
+    status = upload_->Take(*chunk);
+  } else if (context_.IsCancelled()) {
+    // gRPC ends reads the same way when the client has sent everything and
+    // when it cancelled the call (or the call broke): only the call's state
+    // tells them apart.
+    status = absl::CancelledError(
+        "the upload was cancelled before its last chunk; nothing was stored");
+  } else {
+    status = Complete();
+  }
   chunk.reset();
   if (!status.ok()) {
     End(status);

@@ -36,18 +36,11 @@ class DatasetUploadReactor final
                                      grpc::CallbackServerContext& context,
                                      Prepare prepare, v1::Dataset* response);
   void OnReadDone(bool ok) override;
-  void OnCancel() override {
-    cancelled_.store(true, std::memory_order_relaxed);
-  }
   void OnDone() override { delete this; }
 
  private:
   DatasetUploadReactor(Executor& blocking, grpc::CallbackServerContext& context,
                        v1::Dataset* response);
-  // The last read failed because the client cancelled the call (or it
-  // broke): gRPC ends reads the same way as when the client has sent
-  // everything, and only the call's state tells them apart.
-  bool Cancelled() const;
   // On the executor: takes the chunk just read (or, once the client has
   // sent everything, completes the upload), then reads on or ends.
   void Step(bool ok);
@@ -67,7 +60,6 @@ class DatasetUploadReactor final
   Executor& blocking_;
   grpc::CallbackServerContext& context_;
   v1::Dataset* const response_;
-  std::atomic<bool> cancelled_{false};  // OnCancel ran
   // Set on the executor before the first read; then touched only by Step,
   // which runs once per read, after it.
   std::unique_ptr<DatasetUpload> upload_;

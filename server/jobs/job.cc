@@ -39,12 +39,15 @@ absl::string_view StateLabel(v1::JobState state) {
   }
 }
 
+ShardPlan Job::SeedPlan(const JobSpec& spec, const Dataset* dataset) {
+  return ShardPlan(dataset != nullptr ? dataset->row_count() : 0,
+                   spec.batch_size);
+}
+
 absl::StatusOr<std::shared_ptr<Job>> Job::Create(
     JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
     JobStore& store, Metrics& metrics) {
-  const int64_t shard_count =
-      ShardPlan(dataset != nullptr ? dataset->row_count() : 0, spec.batch_size)
-          .shard_count();
+  const int64_t shard_count = SeedPlan(spec, dataset.get()).shard_count();
   SDG_ASSIGN_OR_RETURN(
       std::shared_ptr<EventLog> log,
       store.OpenJobLog(record.job_id, [](const v1::JobEvent&) {}));
@@ -58,13 +61,9 @@ absl::StatusOr<std::shared_ptr<Job>> Job::Create(
 absl::StatusOr<std::shared_ptr<Job>> Job::Restore(
     JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
     JobStore& store, Metrics& metrics) {
-  const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
-                          record.state == v1::JOB_STATE_RUNNING;
-  JobTally tally(
-      ShardPlan(dataset != nullptr ? dataset->row_count() : 0, spec.batch_size)
-          .shard_count());
+  JobTally tally(SeedPlan(spec, dataset.get()).shard_count());
   std::shared_ptr<EventLog> log;
-  if (unfinished) {
+  if (record.unfinished()) {
     SDG_ASSIGN_OR_RETURN(
         log, store.OpenJobLog(record.job_id, [&tally](const v1::JobEvent& e) {
           tally.Add(e);
@@ -94,7 +93,7 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
          std::shared_ptr<Dataset> dataset, std::shared_ptr<EventLog> log,
          JobTally tally, JobStore& store, Metrics& metrics)
     : spec_(std::move(spec)),
-      plan_(dataset != nullptr ? dataset->row_count() : 0, spec_.batch_size),
+      plan_(SeedPlan(spec_, dataset.get())),
       request_digest_(record.request_digest),
       tenant_(record.tenant),
       store_(store),
@@ -121,8 +120,7 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
         record_.end_time = absl::Now();
       repaired = true;
     }
-    if (record_.state != v1::JOB_STATE_QUEUED &&
-        record_.state != v1::JOB_STATE_RUNNING) {
+    if (!record_.unfinished()) {
       // Ended before this process started.
       ended_ = true;
       dataset_.reset();

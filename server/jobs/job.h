@@ -134,6 +134,8 @@ class Job : public std::enable_shared_from_this<Job> {
   v1::JobState state() const;
 
  private:
+  // The seed dataset's shards (none without a dataset: a finished job's).
+  static ShardPlan SeedPlan(const JobSpec& spec, const Dataset* dataset);
   // A failed commit of the job's log suspends the job (Suspend).
   void SuspendOnCommitError();
   // MarkFinished's two ends, under mu_: a suspended job's (its log ends

@@ -233,8 +233,7 @@ absl::StatusOr<int> JobService::ResumeStoredJobs() {
   if (!records.ok()) return records.status();
   int resumed = 0;
   for (JobRecord& record : *records) {
-    const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
-                            record.state == v1::JOB_STATE_RUNNING;
+    const bool unfinished = record.unfinished();
     const std::string job_id = record.job_id;
     if (absl::Status s = Restore(std::move(record)); !s.ok()) {
       Log(LogLevel::kError, "job store: cannot load a job",
@@ -247,8 +246,7 @@ absl::StatusOr<int> JobService::ResumeStoredJobs() {
 }
 
 absl::Status JobService::Restore(JobRecord record) {
-  const bool unfinished = record.state == v1::JOB_STATE_QUEUED ||
-                          record.state == v1::JOB_STATE_RUNNING;
+  const bool unfinished = record.unfinished();
   absl::StatusOr<JobSpec> validated =
       ValidateRequest(record.request, backends_, options_.limits);
   const absl::Status invalid = validated.status();

@@ -40,6 +40,11 @@ struct JobRecord {
   int32_t resumed = 0;
   // The final counts, once the job has ended.
   v1::JobFinished finished;
+
+  // QUEUED or RUNNING as stored: the job runs on when a server starts.
+  bool unfinished() const {
+    return state == v1::JOB_STATE_QUEUED || state == v1::JOB_STATE_RUNNING;
+  }
 };
 
 // An uploaded dataset, as UploadDataset answers and jobs name it.
