@@ -116,6 +116,7 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
       record_.state = finished->state();
       record_.reason = finished->reason();
       record_.finished = *finished;
+      KeepTotalsLocked();
       if (record_.end_time == absl::InfinitePast())
         record_.end_time = absl::Now();
       repaired = true;
@@ -463,6 +464,7 @@ void Job::EndFinishedLocked(const absl::Status& stop_reason) {
   record_.state = state;
   record_.reason = reason;
   record_.finished = finished;
+  KeepTotalsLocked();
   Log(LogLevel::kInfo, "job finished",
       {{"job_id", spec_.job_id},
        {"tenant", tenant_},
@@ -512,6 +514,12 @@ void Job::MarkFinished() {
   log_ = std::move(finished_log);
 }
 
+void Job::KeepTotalsLocked() {
+  record_.total_rows = plan_.total_rows();
+  record_.total_shards = source_.shards_cut();
+  record_.last_sequence = tally_.last_sequence();
+}
+
 v1::Job Job::Snapshot() const {
   absl::MutexLock lock(&mu_);
   v1::Job job;
@@ -521,11 +529,14 @@ v1::Job Job::Snapshot() const {
   job.set_block_name(spec_.block.name());
   job.set_backend(spec_.block.backend());
   *job.mutable_block() = spec_.block;
-  job.set_total_rows(plan_.total_rows());
-  job.set_total_shards(source_.shards_cut());
   // A job that ended before this process started has its final counts in
-  // its record, not in a tally.
+  // its record, not in a tally (its totals too, unless its record was saved
+  // before they were kept: every ended job has a last event).
   const bool final = record_.finished.state() != v1::JOB_STATE_UNSPECIFIED;
+  const bool totals_kept = final && record_.last_sequence != 0;
+  job.set_total_rows(totals_kept ? record_.total_rows : plan_.total_rows());
+  job.set_total_shards(totals_kept ? record_.total_shards
+                                   : source_.shards_cut());
   job.set_rows_succeeded(final ? record_.finished.rows_succeeded()
                                : tally_.rows_succeeded());
   job.set_rows_failed(final ? record_.finished.rows_failed()
@@ -539,7 +550,8 @@ v1::Job Job::Snapshot() const {
   SetTimestamp(record_.end_time, job.mutable_end_time());
   job.set_reason(record_.reason);
   job.set_resumed(record_.resumed);
-  job.set_last_sequence(tally_.last_sequence());
+  job.set_last_sequence(totals_kept ? record_.last_sequence
+                                    : tally_.last_sequence());
   if (is_pipeline()) {
     job.set_pipeline_steps(static_cast<int32_t>(spec_.pipeline->steps.size()));
   }

@@ -145,6 +145,8 @@ class Job : public std::enable_shared_from_this<Job> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndFinishedLocked(const absl::Status& stop_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies into the record what describes the job once it has ended.
+  void KeepTotalsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The state a job ends in, and why (empty when it succeeded).
   std::pair<v1::JobState, std::string> EndStateLocked(
       const absl::Status& stop_reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

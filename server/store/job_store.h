@@ -40,6 +40,12 @@ struct JobRecord {
   int32_t resumed = 0;
   // The final counts, once the job has ended.
   v1::JobFinished finished;
+  // Saved with the final state, so that an ended job is described from its
+  // record alone: the seed rows, the shards cut and the sequence of the
+  // last event (0 in records saved before they were kept).
+  int64_t total_rows = 0;
+  int64_t total_shards = 0;
+  uint64_t last_sequence = 0;
 
   // QUEUED or RUNNING as stored: the job runs on when a server starts.
   bool unfinished() const {
@@ -105,6 +111,8 @@ class JobStore {
   virtual absl::Status RemoveJob(const std::string& job_id) = 0;
   // Every job, oldest first.
   virtual absl::StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
+  // One job's record. NOT_FOUND (NoSuchJob) for a job not stored.
+  virtual absl::StatusOr<JobRecord> LoadJob(const std::string& job_id) = 0;
 
   // The log of a job that may still append; what it holds goes to `replay`.
   virtual absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(

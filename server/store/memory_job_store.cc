@@ -132,7 +132,17 @@ absl::Status MemoryJobStore::UpdateJob(const JobRecord& record) {
   stored.reason = record.reason;
   stored.resumed = record.resumed;
   stored.finished = record.finished;
+  stored.total_rows = record.total_rows;
+  stored.total_shards = record.total_shards;
+  stored.last_sequence = record.last_sequence;
   return absl::OkStatus();
+}
+
+absl::StatusOr<JobRecord> MemoryJobStore::LoadJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = records_.find(job_id);
+  if (it == records_.end()) return NoSuchJob(job_id);
+  return it->second.record;
 }
 
 absl::Status MemoryJobStore::RemoveJob(const std::string& job_id) {

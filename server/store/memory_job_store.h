@@ -31,6 +31,7 @@ class MemoryJobStore : public JobStore {
   absl::Status UpdateJob(const JobRecord& record) override;
   absl::Status RemoveJob(const std::string& job_id) override;
   absl::StatusOr<std::vector<JobRecord>> LoadJobs() override;
+  absl::StatusOr<JobRecord> LoadJob(const std::string& job_id) override;
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
       absl::FunctionRef<void(const v1::JobEvent&)> replay) override;

@@ -375,6 +375,12 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
   bool finished_ = false;
 };
 
+// A job record's columns, in the order RecordFrom reads them.
+constexpr absl::string_view kJobColumns =
+    "job_id, request, request_digest, state, create_ns, start_ns, end_ns, "
+    "reason, resumed, finished, tenant, total_rows, total_shards, "
+    "last_sequence";
+
 JobRecord RecordFrom(const pg::Result& rows, int i) {
   JobRecord record;
   record.job_id = rows.String(i, 0);
@@ -392,6 +398,9 @@ JobRecord RecordFrom(const pg::Result& rows, int i) {
   record.finished.ParseFromArray(finished.data(),
                                  static_cast<int>(finished.size()));
   record.tenant = rows.String(i, 10);
+  record.total_rows = rows.Int64(i, 11);
+  record.total_shards = rows.Int64(i, 12);
+  record.last_sequence = static_cast<uint64_t>(rows.Int64(i, 13));
   return record;
 }
 
@@ -599,7 +608,8 @@ absl::Status PostgresJobStore::UpdateJob(const JobRecord& record) {
     SDG_ASSIGN_OR_RETURN(
         pg::Result updated,
         conn->Exec("UPDATE jobs SET state = $2, start_ns = $3, end_ns = $4, "
-                   "reason = $5, resumed = $6, finished = $7 "
+                   "reason = $5, resumed = $6, finished = $7, "
+                   "total_rows = $8, total_shards = $9, last_sequence = $10 "
                    "WHERE job_id = $1",
                    pg::Params()
                        .Text(record.job_id)
@@ -608,7 +618,10 @@ absl::Status PostgresJobStore::UpdateJob(const JobRecord& record) {
                        .Int64(ToNanos(record.end_time))
                        .Text(record.reason)
                        .Int32(record.resumed)
-                       .Bytes(record.finished.SerializeAsString()),
+                       .Bytes(record.finished.SerializeAsString())
+                       .Int64(record.total_rows)
+                       .Int64(record.total_shards)
+                       .Int64(static_cast<int64_t>(record.last_sequence)),
                    "saving a job's state"));
     if (updated.affected() == 0) return NoSuchJob(record.job_id);
     return absl::OkStatus();
@@ -634,16 +647,24 @@ absl::Status PostgresJobStore::RemoveJob(const std::string& job_id) {
 
 absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::LoadJobs() {
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
-  SDG_ASSIGN_OR_RETURN(
-      pg::Result rows,
-      conn->Exec("SELECT job_id, request, request_digest, state, create_ns, "
-                 "start_ns, end_ns, reason, resumed, finished, tenant "
-                 "FROM jobs ORDER BY added",
-                 "loading the jobs"));
+  SDG_ASSIGN_OR_RETURN(pg::Result rows,
+                       conn->Exec(absl::StrCat("SELECT ", kJobColumns,
+                                               " FROM jobs ORDER BY added"),
+                                  "loading the jobs"));
   std::vector<JobRecord> records;
   records.reserve(rows.rows());
   for (int i = 0; i < rows.rows(); ++i) records.push_back(RecordFrom(rows, i));
   return records;
+}
+
+absl::StatusOr<JobRecord> PostgresJobStore::LoadJob(const std::string& job_id) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  SDG_ASSIGN_OR_RETURN(pg::Result rows,
+                       conn->Exec(absl::StrCat("SELECT ", kJobColumns,
+                                               " FROM jobs WHERE job_id = $1"),
+                                  pg::Params().Text(job_id), "loading a job"));
+  if (rows.rows() == 0) return NoSuchJob(job_id);
+  return RecordFrom(rows, 0);
 }
 
 absl::StatusOr<std::shared_ptr<EventLog>> PostgresJobStore::OpenJobLog(

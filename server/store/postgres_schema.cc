@@ -112,6 +112,13 @@ CREATE TABLE sdg_replicas (
   seen_at timestamptz NOT NULL,
   ttl_ms bigint NOT NULL);
 )sql",
+    // 5: what describes an ended job without its events or dataset
+    // (JobRecord).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN total_rows bigint NOT NULL DEFAULT 0,
+                 ADD COLUMN total_shards bigint NOT NULL DEFAULT 0,
+                 ADD COLUMN last_sequence bigint NOT NULL DEFAULT 0;
+)sql",
 };
 
 // pg_advisory_lock's key: "sdgd" in ASCII.

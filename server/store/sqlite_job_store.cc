@@ -48,9 +48,18 @@ constexpr struct {
 } kAddedColumns[] = {
     {"jobs", "tenant", "TEXT NOT NULL DEFAULT ''"},
     {"uploads", "tenant", "TEXT NOT NULL DEFAULT ''"},
+    {"jobs", "total_rows", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "total_shards", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "last_sequence", "INTEGER NOT NULL DEFAULT 0"},
 };
 
 using Sql = SqliteJobStore::Sql;
+
+// A job record's columns, in the order RecordAt reads them.
+#define SDG_JOB_COLUMNS                                                   \
+  "job_id, request, request_digest, state, create_ns, start_ns, end_ns, " \
+  "reason, resumed, finished, tenant, total_rows, total_shards, "         \
+  "last_sequence"
 
 // Each statement with the step it is, for errors; in Sql's order.
 constexpr struct {
@@ -73,16 +82,19 @@ constexpr struct {
      "tenant) VALUES (?, ?, ?, ?, ?, ?)"},
     {Sql::kUpdateJob, "saving a job's state",
      "UPDATE jobs SET state = ?, start_ns = ?, end_ns = ?, reason = ?, "
-     "resumed = ?, finished = ? WHERE job_id = ?"},
+     "resumed = ?, finished = ?, total_rows = ?, total_shards = ?, "
+     "last_sequence = ? WHERE job_id = ?"},
     {Sql::kDeleteJob, "removing a job", "DELETE FROM jobs WHERE job_id = ?"},
     {Sql::kSelectJobs, "loading the jobs",
-     "SELECT job_id, request, request_digest, state, create_ns, start_ns, "
-     "end_ns, reason, resumed, finished, tenant FROM jobs ORDER BY seq"},
+     "SELECT " SDG_JOB_COLUMNS " FROM jobs ORDER BY seq"},
+    {Sql::kSelectJob, "loading a job",
+     "SELECT " SDG_JOB_COLUMNS " FROM jobs WHERE job_id = ?"},
     {Sql::kSelectUploadsOfTenant, "listing a tenant's uploads",
      "SELECT dataset_id FROM uploads WHERE tenant = ?"},
     {Sql::kSelectJobsOfTenant, "listing a tenant's jobs",
      "SELECT job_id FROM jobs WHERE tenant = ?"},
 };
+#undef SDG_JOB_COLUMNS
 static_assert(std::size(kStatements) == SqliteJobStore::kStatementCount);
 
 constexpr bool InSqlOrder() {
@@ -118,6 +130,26 @@ std::string ColumnBytes(sqlite3_stmt* stmt, int index) {
   int size = sqlite3_column_bytes(stmt, index);
   return data == nullptr ? std::string()
                          : std::string(static_cast<const char*>(data), size);
+}
+
+// The job record on `stmt`'s row, its columns SDG_JOB_COLUMNS.
+JobRecord RecordAt(sqlite3_stmt* stmt) {
+  JobRecord record;
+  record.job_id = ColumnBytes(stmt, 0);
+  record.request.ParseFromString(ColumnBytes(stmt, 1));
+  record.request_digest = ColumnBytes(stmt, 2);
+  record.state = static_cast<v1::JobState>(sqlite3_column_int(stmt, 3));
+  record.create_time = FromNanos(sqlite3_column_int64(stmt, 4));
+  record.start_time = FromNanos(sqlite3_column_int64(stmt, 5));
+  record.end_time = FromNanos(sqlite3_column_int64(stmt, 6));
+  record.reason = ColumnBytes(stmt, 7);
+  record.resumed = sqlite3_column_int(stmt, 8);
+  record.finished.ParseFromString(ColumnBytes(stmt, 9));
+  record.tenant = ColumnBytes(stmt, 10);
+  record.total_rows = sqlite3_column_int64(stmt, 11);
+  record.total_shards = sqlite3_column_int64(stmt, 12);
+  record.last_sequence = static_cast<uint64_t>(sqlite3_column_int64(stmt, 13));
+  return record;
 }
 
 }  // namespace
@@ -406,7 +438,10 @@ absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
         BindText(stmt, 4, record.reason);
         sqlite3_bind_int(stmt, 5, record.resumed);
         BindBlob(stmt, 6, record.finished.SerializeAsString());
-        BindText(stmt, 7, record.job_id);
+        sqlite3_bind_int64(stmt, 7, record.total_rows);
+        sqlite3_bind_int64(stmt, 8, record.total_shards);
+        sqlite3_bind_int64(stmt, 9, static_cast<int64_t>(record.last_sequence));
+        BindText(stmt, 10, record.job_id);
       }));
   if (updated == 0) return NoSuchJob(record.job_id);
   return absl::OkStatus();
@@ -429,21 +464,24 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
   std::vector<JobRecord> records;
   int rc;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    JobRecord& record = records.emplace_back();
-    record.job_id = ColumnBytes(stmt, 0);
-    record.request.ParseFromString(ColumnBytes(stmt, 1));
-    record.request_digest = ColumnBytes(stmt, 2);
-    record.state = static_cast<v1::JobState>(sqlite3_column_int(stmt, 3));
-    record.create_time = FromNanos(sqlite3_column_int64(stmt, 4));
-    record.start_time = FromNanos(sqlite3_column_int64(stmt, 5));
-    record.end_time = FromNanos(sqlite3_column_int64(stmt, 6));
-    record.reason = ColumnBytes(stmt, 7);
-    record.resumed = sqlite3_column_int(stmt, 8);
-    record.finished.ParseFromString(ColumnBytes(stmt, 9));
-    record.tenant = ColumnBytes(stmt, 10);
+    records.push_back(RecordAt(stmt));
   }
   if (rc != SQLITE_DONE) return Error(Doing(Sql::kSelectJobs));
   return records;
+}
+
+absl::StatusOr<JobRecord> SqliteJobStore::LoadJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(Sql::kSelectJob));
+  BindText(use.get(), 1, job_id);
+  switch (sqlite3_step(use.get())) {
+    case SQLITE_ROW:
+      return RecordAt(use.get());
+    case SQLITE_DONE:
+      return NoSuchJob(job_id);
+    default:
+      return Error(Doing(Sql::kSelectJob));
+  }
 }
 
 absl::StatusOr<std::shared_ptr<EventLog>> SqliteJobStore::OpenJobLog(

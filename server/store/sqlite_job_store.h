@@ -52,6 +52,7 @@ class SqliteJobStore final : public JobStore {
   absl::Status UpdateJob(const JobRecord& record) override;
   absl::Status RemoveJob(const std::string& job_id) override;
   absl::StatusOr<std::vector<JobRecord>> LoadJobs() override;
+  absl::StatusOr<JobRecord> LoadJob(const std::string& job_id) override;
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
       absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
@@ -72,10 +73,11 @@ class SqliteJobStore final : public JobStore {
     kUpdateJob,
     kDeleteJob,
     kSelectJobs,
+    kSelectJob,
     kSelectUploadsOfTenant,
     kSelectJobsOfTenant,
   };
-  static constexpr int kStatementCount = 10;
+  static constexpr int kStatementCount = 11;
 
  private:
   struct FinalizeStatement {

@@ -253,6 +253,31 @@ TEST_F(DurableJobsTest, ListPagesFilterAndDeleteRemovesTheFiles) {
   EXPECT_EQ(Watch("c", 0).Finished().rows_succeeded(), 2);
 }
 
+// A finished job reads the same after a restart: GetJob and ListJobs show
+// what they showed before it (its counts, its sequence, its block).
+TEST_F(DurableJobsTest, AFinishedJobReadsTheSameAfterARestart) {
+  ASSERT_TRUE(Create(Named("kept", 12)).ok());
+  Events events = Watch("kept", 0);
+  ASSERT_EQ(events.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  absl::StatusOr<v1::Job> before = GetJob("kept");
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->last_sequence(), events.all.back().sequence());
+  EXPECT_EQ(before->total_shards(), 4);
+
+  RestartServer({{"sim", sim_.url()}});
+  absl::StatusOr<v1::Job> after = GetJob("kept");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->DebugString(), before->DebugString());
+
+  grpc::ClientContext context;
+  v1::ListJobsResponse page;
+  ASSERT_TRUE(stub_->ListJobs(&context, v1::ListJobsRequest(), &page).ok());
+  ASSERT_EQ(page.jobs_size(), 1);
+  EXPECT_EQ(page.jobs(0).DebugString(), before->DebugString());
+  // A watcher continuing from the sequence GetJob gives gets nothing more.
+  EXPECT_TRUE(Watch("kept", after->last_sequence()).all.empty());
+}
+
 TEST_F(DurableJobsTest, EphemeralServerServesTheSameApiAndWritesNothing) {
   ServerOptions options;
   options.ephemeral = true;

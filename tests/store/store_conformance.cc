@@ -118,6 +118,37 @@ TEST_P(StoreConformanceTest, AnUpdateKeepsStateTimesAndCountsButNotTheRequest) {
   EXPECT_EQ(a.request.block().model(), "m");
 }
 
+TEST_P(StoreConformanceTest, OneJobLoadsByItsIdWithItsTotals) {
+  ASSERT_TRUE(store_->AddJob(Record("a", "alice")).ok());
+  ASSERT_TRUE(store_->AddJob(Record("b", "bob")).ok());
+  JobRecord done = Record("b", "bob");
+  done.state = v1::JOB_STATE_FAILED;
+  done.end_time = absl::FromUnixSeconds(1700000100);
+  done.finished.set_state(v1::JOB_STATE_FAILED);
+  done.total_rows = 5'000'000'000;
+  done.total_shards = 625'000'000;
+  done.last_sequence = 625'000'002;
+  ASSERT_TRUE(store_->UpdateJob(done).ok());
+
+  absl::StatusOr<JobRecord> b = store_->LoadJob("b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->tenant, "bob");
+  EXPECT_EQ(b->state, v1::JOB_STATE_FAILED);
+  EXPECT_EQ(b->end_time, absl::FromUnixSeconds(1700000100));
+  EXPECT_EQ(b->finished.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(b->total_rows, 5'000'000'000);
+  EXPECT_EQ(b->total_shards, 625'000'000);
+  EXPECT_EQ(b->last_sequence, 625'000'002u);
+  absl::StatusOr<JobRecord> a = store_->LoadJob("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->state, v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(a->last_sequence, 0u);
+
+  absl::StatusOr<JobRecord> ghost = store_->LoadJob("ghost");
+  EXPECT_EQ(ghost.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ghost.status().message(), HasSubstr("ghost"));
+}
+
 TEST_P(StoreConformanceTest, UpdatingAJobNotStoredIsNotFoundNamingIt) {
   absl::Status updated = store_->UpdateJob(Record("ghost"));
   EXPECT_EQ(updated.code(), absl::StatusCode::kNotFound);
