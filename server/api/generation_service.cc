@@ -1,6 +1,5 @@
 #include "server/api/generation_service.h"
 
-#include "absl/functional/function_ref.h"
 #include "absl/time/clock.h"
 #include "server/api/job_stream.h"
 #include "server/api/status_util.h"
@@ -17,23 +16,30 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
   return reactor;
 }
 
-// A unary method on raw bytes from a known caller: decodes the request,
-// runs `handle` and answers with its status and, if OK, its response.
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* AnswerDecoded(
-    grpc::CallbackServerContext* context, const absl::StatusOr<Caller>& caller,
-    const grpc::ByteBuffer& raw_request, grpc::ByteBuffer* raw_response,
-    absl::FunctionRef<absl::StatusOr<Response>(const Caller&, const Request&)>
-        handle) {
+// A unary method on raw bytes from a known caller: decodes the request on
+// the reaction, then runs `handle` on `blocking` (it may read the store)
+// and answers from there with its status and, if OK, its response.
+template <typename Request, typename Response, typename Handle>
+grpc::ServerUnaryReactor* AnswerOn(Executor& blocking,
+                                   grpc::CallbackServerContext* context,
+                                   absl::StatusOr<Caller> caller,
+                                   const grpc::ByteBuffer& raw_request,
+                                   grpc::ByteBuffer* raw_response,
+                                   Handle handle) {
   if (!caller.ok()) return Answer(context, caller.status());
   Request request;
-  absl::Status status = DecodeRequest(raw_request, request);
-  if (status.ok()) {
-    absl::StatusOr<Response> response = handle(*caller, request);
-    if (response.ok()) *raw_response = EncodeMessage(*response);
-    status = response.status();
+  if (absl::Status s = DecodeRequest(raw_request, request); !s.ok()) {
+    return Answer(context, s);
   }
-  return Answer(context, status);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  blocking.Post([reactor, raw_response, caller = *std::move(caller),
+                 request = std::move(request),
+                 handle = std::move(handle)]() mutable {
+    absl::StatusOr<Response> response = handle(caller, request);
+    if (response.ok()) *raw_response = EncodeMessage(*response);
+    reactor->Finish(ToGrpcStatus(response.status()));
+  });
+  return reactor;
 }
 
 }  // namespace
@@ -131,20 +137,25 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(
   if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(s));
   }
-  return StartWatchJob(*caller, decoded);
+  JobStreamReactor* reactor = JobStreamReactor::CreatePending();
+  // Finding an ended job may read the store.
+  blocking_.Post([this, reactor, caller = *std::move(caller),
+                  decoded = std::move(decoded)] {
+    StartWatchJob(*reactor, caller, decoded);
+  });
+  return reactor;
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::StartWatchJob(
-    const Caller& caller, const v1::WatchJobRequest& request) {
+void GenerationService::StartWatchJob(JobStreamReactor& reactor,
+                                      const Caller& caller,
+                                      const v1::WatchJobRequest& request) {
   absl::StatusOr<std::shared_ptr<Job>> job =
       jobs_.Find(caller, request.job_id());
-  if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
+  if (!job.ok()) return reactor.Fail(ToGrpcStatus(job.status()));
   absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
       (*job)->log()->Read(request.after_sequence());
-  if (!reader.ok()) {
-    return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
-  }
-  return JobStreamReactor::Create(*std::move(reader), nullptr);
+  if (!reader.ok()) return reactor.Fail(ToGrpcStatus(reader.status()));
+  reactor.Begin(*std::move(reader), nullptr);
 }
 
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
@@ -162,8 +173,8 @@ grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
 grpc::ServerUnaryReactor* GenerationService::CancelJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerDecoded<v1::CancelJobRequest, v1::Job>(
-      context, Identify(*context), *request, response,
+  return AnswerOn<v1::CancelJobRequest, v1::Job>(
+      blocking_, context, Identify(*context), *request, response,
       [this](const Caller& caller, const v1::CancelJobRequest& request) {
         return jobs_.Cancel(caller, request.job_id());
       });
@@ -194,8 +205,8 @@ grpc::ServerUnaryReactor* GenerationService::GetStorageUsage(
 grpc::ServerUnaryReactor* GenerationService::GetJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerDecoded<v1::GetJobRequest, v1::Job>(
-      context, Identify(*context), *request, response,
+  return AnswerOn<v1::GetJobRequest, v1::Job>(
+      blocking_, context, Identify(*context), *request, response,
       [this](const Caller& caller, const v1::GetJobRequest& request) {
         return jobs_.Get(caller, request.job_id());
       });
@@ -204,8 +215,8 @@ grpc::ServerUnaryReactor* GenerationService::GetJob(
 grpc::ServerUnaryReactor* GenerationService::ListJobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerDecoded<v1::ListJobsRequest, v1::ListJobsResponse>(
-      context, Identify(*context), *request, response,
+  return AnswerOn<v1::ListJobsRequest, v1::ListJobsResponse>(
+      blocking_, context, Identify(*context), *request, response,
       [this](const Caller& caller, const v1::ListJobsRequest& request) {
         return jobs_.List(caller, request);
       });

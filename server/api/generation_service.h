@@ -32,9 +32,10 @@ using GenerationServiceBase =
 
 class GenerationService final : public GenerationServiceBase {
  public:
-  // Work that blocks on the store (admission, deletion, uploads, storage
-  // usage) runs on `blocking`, never on gRPC's reaction threads; the call
-  // is finished from there.
+  // Work that may block on the store (admission, deletion, uploads, storage
+  // usage, and finding a job: an ended one is read from the store) runs on
+  // `blocking`, never on gRPC's reaction threads; the call is finished from
+  // there.
   GenerationService(Authenticator& authenticator, JobService& jobs,
                     Executor& blocking);
 
@@ -73,9 +74,10 @@ class GenerationService final : public GenerationServiceBase {
   // events, or fails the call.
   void StartGenerateJob(JobStreamReactor& reactor, absl::Time deadline,
                         const Caller& caller, const DecodedJobRequest& request);
-  // WatchJob on a decoded request.
-  grpc::ServerWriteReactor<grpc::ByteBuffer>* StartWatchJob(
-      const Caller& caller, const v1::WatchJobRequest& request);
+  // On the executor: finds the job and starts `reactor`'s stream of its
+  // events, or fails the call.
+  void StartWatchJob(JobStreamReactor& reactor, const Caller& caller,
+                     const v1::WatchJobRequest& request);
 
   Authenticator& authenticator_;
   JobService& jobs_;

@@ -122,8 +122,10 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
       repaired = true;
     }
     if (!record_.unfinished()) {
-      // Ended before this process started.
+      // Ended before this process started (a repaired record is in the
+      // store once it is saved below; it stays in memory until then).
       ended_ = true;
+      stored_ended_ = !repaired;
       dataset_.reset();
     }
   }
@@ -209,19 +211,25 @@ uint64_t Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
 }
 
 void Job::SaveRecord() {
+  if (absl::Status saved = WriteRecord(); !saved.ok()) {
+    Log(LogLevel::kError, "job store: cannot save the job's state",
+        {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
+  }
+}
+
+absl::Status Job::WriteRecord() {
   absl::MutexLock saving(&save_mu_);
   JobRecord record;
   {
     absl::MutexLock lock(&mu_);
     // A suspended job's stored state stays QUEUED or RUNNING: it resumes
     // when sdgd starts again.
-    if (record_.state == v1::JOB_STATE_SUSPENDED) return;
+    if (record_.state == v1::JOB_STATE_SUSPENDED) {
+      return absl::FailedPreconditionError("the job is suspended");
+    }
     record = record_;
   }
-  if (absl::Status saved = store_.UpdateJob(record); !saved.ok()) {
-    Log(LogLevel::kError, "job store: cannot save the job's state",
-        {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
-  }
+  return store_.UpdateJob(record);
 }
 
 void Job::MarkRunning() {
@@ -506,12 +514,17 @@ void Job::MarkFinished() {
     }
     if (record_.state == v1::JOB_STATE_SUSPENDED) return;
   }
-  SaveRecord();
+  const absl::Status saved = WriteRecord();
+  if (!saved.ok()) {
+    Log(LogLevel::kError, "job store: cannot save the job's final state",
+        {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
+  }
   // A finished job holds no open file; readers open their own.
   std::shared_ptr<EventLog> finished_log =
       store_.OpenFinishedJobLog(spec_.job_id);
   absl::MutexLock lock(&mu_);
   log_ = std::move(finished_log);
+  stored_ended_ = saved.ok();
 }
 
 void Job::KeepTotalsLocked() {
@@ -556,6 +569,11 @@ v1::Job Job::Snapshot() const {
     job.set_pipeline_steps(static_cast<int32_t>(spec_.pipeline->steps.size()));
   }
   return job;
+}
+
+bool Job::IsStoredEnded() const {
+  absl::MutexLock lock(&mu_);
+  return stored_ended_;
 }
 
 bool Job::IsFinished() const {

@@ -127,6 +127,9 @@ class Job : public std::enable_shared_from_this<Job> {
   v1::Job Snapshot() const;
   // True once the job has ended or was suspended.
   bool IsFinished() const;
+  // True once the job has ended and its final record is in the store: from
+  // then on the store alone describes it (a job restored ended is, too).
+  bool IsStoredEnded() const;
   // Blocks until MarkFinished has run or `deadline` passes; true if finished.
   bool AwaitFinished(absl::Time deadline) const;
   absl::Time end_time() const;
@@ -138,6 +141,9 @@ class Job : public std::enable_shared_from_this<Job> {
   static ShardPlan SeedPlan(const JobSpec& spec, const Dataset* dataset);
   // A failed commit of the job's log suspends the job (Suspend).
   void SuspendOnCommitError();
+  // SaveRecord's write, its error returned (FAILED_PRECONDITION, writing
+  // nothing, for a suspended job).
+  absl::Status WriteRecord() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
   // MarkFinished's two ends, under mu_: a suspended job's (its log ends
   // with UNAVAILABLE, its record stays unfinished), and a finished job's
   // (its `finished` event, state and reason).
@@ -183,6 +189,7 @@ class Job : public std::enable_shared_from_this<Job> {
   JobTally tally_ ABSL_GUARDED_BY(mu_);
   ShardSource source_ ABSL_GUARDED_BY(mu_);  // reads tally_
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool stored_ended_ ABSL_GUARDED_BY(mu_) = false;  // IsStoredEnded
   int64_t tokens_generated_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t rows_at_run_start_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time run_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -1,5 +1,7 @@
 #include "server/service/job_registry.h"
 
+#include <utility>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -22,48 +24,90 @@ absl::Status JobIdTaken(const std::string& job_id) {
 }
 
 absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
+  Entry entry;
+  entry.job_id = job->id();
+  entry.tenant = job->tenant();
+  entry.job = std::move(job);
+  return AddEntry(std::move(entry));
+}
+
+absl::Status JobRegistry::AddEnded(const JobRecord& record) {
+  Entry entry;
+  entry.job_id = record.job_id;
+  entry.tenant = record.tenant;
+  entry.state = record.state;
+  entry.end_time = record.end_time;
+  return AddEntry(std::move(entry));
+}
+
+absl::Status JobRegistry::AddEntry(Entry entry) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = positions_.try_emplace(job->id(), next_position_);
-  if (!inserted) return JobIdTaken(job->id());
-  jobs_[next_position_++] = std::move(job);
+  auto [it, inserted] = positions_.try_emplace(entry.job_id, next_position_);
+  if (!inserted) return JobIdTaken(entry.job_id);
+  entries_[next_position_++] = std::move(entry);
   return absl::OkStatus();
+}
+
+absl::Status JobRegistry::NotFound(const std::string& job_id) const {
+  return absl::NotFoundError(
+      absl::StrCat("no job ", Quoted(job_id), " (finished jobs are kept for ",
+                   absl::FormatDuration(retention_), ")"));
 }
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
     const std::string& job_id, const Caller& caller) {
-  std::shared_ptr<Job> job;
+  uint64_t position = 0;
+  Entry entry;
   {
     absl::MutexLock lock(&mu_);
     auto it = positions_.find(job_id);
-    if (it != positions_.end()) job = jobs_.at(it->second);
+    if (it == positions_.end()) return NotFound(job_id);
+    position = it->second;
+    entry = entries_.at(position);
   }
-  if (job == nullptr || !caller.Owns(job->tenant()) ||
-      Expired(*job, absl::Now())) {
-    return absl::NotFoundError(
-        absl::StrCat("no job ", Quoted(job_id), " (finished jobs are kept for ",
-                     absl::FormatDuration(retention_), ")"));
+  if (!caller.Owns(entry.tenant) || Expired(entry, absl::Now())) {
+    return NotFound(job_id);
+  }
+  return JobOf(position, entry);
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::JobOf(uint64_t position,
+                                                        const Entry& entry) {
+  if (entry.job != nullptr) return entry.job;
+  if (std::shared_ptr<Job> held = entry.loaded.lock()) return held;
+  absl::StatusOr<JobRecord> record = store_.LoadJob(entry.job_id);
+  // Removed since (deleted, or past its retention).
+  if (absl::IsNotFound(record.status())) return NotFound(entry.job_id);
+  if (!record.ok()) return record.status();
+  if (record->unfinished()) {
+    return absl::InternalError(absl::StrCat(
+        "the store holds job ", Quoted(entry.job_id),
+        " as unfinished, but this server ended it; restart sdgd to resume it"));
+  }
+  absl::StatusOr<std::shared_ptr<Job>> job = load_ended_(*std::move(record));
+  if (!job.ok()) return job.status();
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(position);
+  if (it != entries_.end() && it->second.job == nullptr) {
+    // Two readers may have built it at once; the later one is kept.
+    it->second.loaded = *job;
   }
   return job;
 }
 
-std::vector<std::shared_ptr<Job>> JobRegistry::All() {
+std::vector<std::pair<uint64_t, JobRegistry::Entry>> JobRegistry::All() {
   absl::MutexLock lock(&mu_);
-  std::vector<std::shared_ptr<Job>> jobs;
-  jobs.reserve(jobs_.size());
-  for (const auto& [position, job] : jobs_) jobs.push_back(job);
-  return jobs;
-}
-
-std::vector<std::shared_ptr<Job>> JobRegistry::List() {
-  std::vector<std::shared_ptr<Job>> jobs = All();
-  const absl::Time now = absl::Now();
-  std::erase_if(jobs, [&](const auto& job) { return Expired(*job, now); });
-  return jobs;
+  std::vector<std::pair<uint64_t, Entry>> all(entries_.begin(), entries_.end());
+  return all;
 }
 
 std::vector<std::shared_ptr<Job>> JobRegistry::Unfinished() {
-  std::vector<std::shared_ptr<Job>> jobs = List();
-  std::erase_if(jobs, [](const auto& job) { return job->IsFinished(); });
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (auto& [position, entry] : All()) {
+    if (entry.job != nullptr && !entry.job->IsFinished()) {
+      jobs.push_back(std::move(entry.job));
+    }
+  }
   return jobs;
 }
 
@@ -71,7 +115,7 @@ void JobRegistry::Remove(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   auto it = positions_.find(job_id);
   if (it == positions_.end()) return;
-  jobs_.erase(it->second);
+  entries_.erase(it->second);
   positions_.erase(it);
 }
 
@@ -84,8 +128,9 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
         "page_token: not a token from ListJobs' next_page_token");
   }
   // The candidates are copied under the lock and looked at after it, so
-  // that no job's mutex is taken under the registry's.
-  std::vector<std::pair<uint64_t, std::shared_ptr<Job>>> candidates;
+  // that no job's mutex is taken under the registry's, and no store read
+  // runs under it.
+  std::vector<std::pair<uint64_t, Entry>> candidates;
   const absl::Time now = absl::Now();
   uint64_t last_listed = after;
   Page page;
@@ -93,43 +138,87 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
     candidates.clear();
     {
       absl::MutexLock lock(&mu_);
-      for (auto it = jobs_.upper_bound(after);
-           it != jobs_.end() && candidates.size() < kListBatch; ++it) {
-        if (caller.Owns(it->second->tenant())) candidates.push_back(*it);
+      for (auto it = entries_.upper_bound(after);
+           it != entries_.end() && candidates.size() < kListBatch; ++it) {
+        if (caller.Owns(it->second.tenant)) candidates.push_back(*it);
         after = it->first;
       }
     }
     if (candidates.empty()) return page;
-    for (const auto& [position, job] : candidates) {
-      if (Expired(*job, now)) continue;
-      if (state != v1::JOB_STATE_UNSPECIFIED && job->state() != state) continue;
+    for (const auto& [position, entry] : candidates) {
+      if (Expired(entry, now)) continue;
+      if (state != v1::JOB_STATE_UNSPECIFIED && StateOf(entry) != state) {
+        continue;
+      }
       if (static_cast<int>(page.jobs.size()) == size) {
         page.next_page_token = absl::StrCat(last_listed);
         return page;
       }
-      page.jobs.push_back(job);
+      absl::StatusOr<std::shared_ptr<Job>> job = JobOf(position, entry);
+      if (absl::IsNotFound(job.status())) continue;  // removed since
+      if (!job.ok()) return job.status();
+      page.jobs.push_back(*std::move(job));
       last_listed = position;
     }
   }
 }
 
-bool JobRegistry::Expired(const Job& job, absl::Time now) const {
-  const absl::Time end = job.end_time();
-  return end != absl::InfinitePast() && end <= now - retention_ &&
-         job.IsFinished();
+v1::JobState JobRegistry::StateOf(const Entry& entry) const {
+  return entry.job != nullptr ? entry.job->state() : entry.state;
+}
+
+bool JobRegistry::Expired(const Entry& entry, absl::Time now) const {
+  if (entry.job != nullptr && !entry.job->IsFinished()) return false;
+  const absl::Time end =
+      entry.job != nullptr ? entry.job->end_time() : entry.end_time;
+  return end != absl::InfinitePast() && end <= now - retention_;
 }
 
 int JobRegistry::RemoveExpired(absl::Time now) {
-  std::vector<std::shared_ptr<Job>> expired = All();
-  std::erase_if(expired, [&](const auto& job) { return !Expired(*job, now); });
-  for (const std::shared_ptr<Job>& job : expired) {
-    Remove(job->id());
-    if (absl::Status removed = store_.RemoveJob(job->id()); !removed.ok()) {
+  std::vector<std::pair<uint64_t, Entry>> expired = All();
+  std::erase_if(expired, [&](const auto& positioned) {
+    return !Expired(positioned.second, now);
+  });
+  for (const auto& [position, entry] : expired) {
+    Remove(entry.job_id);
+    if (absl::Status removed = store_.RemoveJob(entry.job_id); !removed.ok()) {
       Log(LogLevel::kWarning, "job store: cannot remove an expired job",
-          {{"job_id", job->id()}, {"error", std::string(removed.message())}});
+          {{"job_id", entry.job_id},
+           {"error", std::string(removed.message())}});
     }
   }
   return static_cast<int>(expired.size());
+}
+
+int JobRegistry::ForgetEndedJobs() {
+  // Which jobs to let go is decided outside the lock (each job's state is
+  // under its own mutex), then each is let go if its entry still holds it.
+  struct Ended {
+    uint64_t position;
+    std::shared_ptr<Job> job;
+    v1::JobState state;
+    absl::Time end_time;
+  };
+  std::vector<Ended> ended;
+  for (auto& [position, entry] : All()) {
+    if (entry.job == nullptr || !entry.job->IsStoredEnded()) continue;
+    const v1::JobState state = entry.job->state();
+    const absl::Time end_time = entry.job->end_time();
+    ended.push_back({position, std::move(entry.job), state, end_time});
+  }
+  absl::MutexLock lock(&mu_);
+  int forgotten = 0;
+  for (const Ended& job : ended) {
+    auto it = entries_.find(job.position);
+    if (it == entries_.end() || it->second.job != job.job) continue;
+    Entry& entry = it->second;
+    entry.state = job.state;
+    entry.end_time = job.end_time;
+    entry.loaded = entry.job;  // found again while others still hold it
+    entry.job.reset();
+    ++forgotten;
+  }
+  return forgotten;
 }
 
 }  // namespace sdg

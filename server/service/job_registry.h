@@ -1,14 +1,18 @@
 // The jobs this server knows: running ones and, for a retention period,
-// finished ones (for GetJob, ListJobs, WatchJob and CancelJob). A finished
-// job past its retention is no longer found or listed, and RemoveExpired
-// (run on a period by the server, never inside a call) removes it from the
-// store as well. No call walks every job: Find and Add cost the same with
-// fifty thousand jobs stored as with none. A caller finds only the jobs it
-// owns (caller.h): another tenant's job is NOT_FOUND, as if it did
-// not exist.
+// ended ones (for GetJob, ListJobs, WatchJob and CancelJob). A job that has
+// ended and whose final record is in the store costs the registry a small
+// entry (its id, tenant, state and end): its Job is built from the store
+// when it is read, and let go once no one holds it. A job past its
+// retention is no longer found or listed, and RemoveExpired (run on a
+// period by the server, never inside a call) removes it from the store as
+// well. No call walks every job: Find and Add cost the same with fifty
+// thousand jobs stored as with none. A caller finds only the jobs it owns
+// (caller.h): another tenant's job is NOT_FOUND, as if it did not exist.
+// Find and ListPage may read the store: call them off gRPC's reactions.
 #ifndef SDG_SERVER_SERVICE_JOB_REGISTRY_H_
 #define SDG_SERVER_SERVICE_JOB_REGISTRY_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,24 +35,39 @@ absl::Status JobIdTaken(const std::string& job_id);
 
 class JobRegistry {
  public:
-  JobRegistry(absl::Duration retention, JobStore& store)
-      : retention_(retention), store_(store) {}
+  // Builds the Job of an ended job from its stored record (for reading it:
+  // its snapshot and its events). Called from any thread, concurrently.
+  using LoadEnded =
+      std::function<absl::StatusOr<std::shared_ptr<Job>>(JobRecord record)>;
+
+  JobRegistry(absl::Duration retention, JobStore& store, LoadEnded load_ended)
+      : retention_(retention),
+        store_(store),
+        load_ended_(std::move(load_ended)) {}
 
   // JobIdTaken if a listed job has the same id.
   absl::Status Add(std::shared_ptr<Job> job);
+  // A job the store holds as ended, listed after those added before it.
+  // JobIdTaken if a listed job has the same id.
+  absl::Status AddEnded(const JobRecord& record);
   // NOT_FOUND naming the id, also when the job is not the caller's. For
-  // admission, Find(id, Caller{.admin = true}) sees every job.
+  // admission, Find(id, Caller{.admin = true}) sees every job. Reads the
+  // store for an ended job no one holds.
   absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& job_id,
                                             const Caller& caller);
-  // Oldest first.
-  std::vector<std::shared_ptr<Job>> List();
+  // The jobs that have not ended (from Add only), oldest first.
   std::vector<std::shared_ptr<Job>> Unfinished();
   // Forgets a job (a job that was never admitted, or a deleted one).
   void Remove(const std::string& job_id);
-  // Forgets the jobs that finished before `now` - retention and removes them
+  // Forgets the jobs that ended before `now` - retention and removes them
   // from the store; returns how many. Walks every job, outside the lock that
   // Find and Add take, and writes to the store after that lock is released.
   int RemoveExpired(absl::Time now);
+  // Lets go of the Job of every job whose final record is in the store
+  // (Job::IsStoredEnded): it is read from the store again when asked for.
+  // Only for a store that keeps what it is given (durable, or in memory
+  // for this process). Returns how many were let go.
+  int ForgetEndedJobs();
 
   // Up to `size` of the caller's jobs in `state` (UNSPECIFIED: any), oldest
   // first, after the position `page_token` names ("" for the first page).
@@ -62,18 +81,38 @@ class JobRegistry {
                                 v1::JobState state);
 
  private:
-  // Every job, expired or not, oldest first.
-  std::vector<std::shared_ptr<Job>> All();
-  // Finished, and finished before `now` - retention.
-  bool Expired(const Job& job, absl::Time now) const;
+  // A listed job: its Job while it runs (or until ForgetEndedJobs), else
+  // what lists and finds it without one.
+  struct Entry {
+    std::string job_id;
+    std::string tenant;
+    std::shared_ptr<Job> job;
+    // Without `job`: the ended job's state and end, and its Job while
+    // someone reads it.
+    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+    absl::Time end_time = absl::InfinitePast();
+    std::weak_ptr<Job> loaded;
+  };
+
+  absl::Status AddEntry(Entry entry);
+  // Every entry, expired or not, oldest first, with its position.
+  std::vector<std::pair<uint64_t, Entry>> All();
+  // Ended, and ended before `now` - retention.
+  bool Expired(const Entry& entry, absl::Time now) const;
+  v1::JobState StateOf(const Entry& entry) const;
+  // The entry's Job: its own, or the ended job's built from the store.
+  absl::StatusOr<std::shared_ptr<Job>> JobOf(uint64_t position,
+                                             const Entry& entry);
+  absl::Status NotFound(const std::string& job_id) const;
 
   const absl::Duration retention_;
   JobStore& store_;
+  const LoadEnded load_ended_;
   absl::Mutex mu_;
   uint64_t next_position_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<std::string, uint64_t> positions_ ABSL_GUARDED_BY(mu_);
   // By position: the order jobs were added.
-  absl::btree_map<uint64_t, std::shared_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sdg

@@ -29,7 +29,9 @@ JobService::JobService(const Options& options, BackendNames backends,
       metrics_(metrics),
       data_root_(
           {.root = options.data_root, .shared = options.data_root_shared}),
-      registry_(options.job_retention, store) {}
+      registry_(options.job_retention, store, [this](JobRecord record) {
+        return Rebuild(std::move(record)).job;
+      }) {}
 
 absl::StatusOr<std::shared_ptr<Job>> JobService::Admit(
     const Caller& caller, const v1::GenerateJobRequest& request,
@@ -235,7 +237,10 @@ absl::StatusOr<int> JobService::ResumeStoredJobs() {
   for (JobRecord& record : *records) {
     const bool unfinished = record.unfinished();
     const std::string job_id = record.job_id;
-    if (absl::Status s = Restore(std::move(record)); !s.ok()) {
+    // An ended job is only listed: its Job is built when it is read.
+    absl::Status s =
+        unfinished ? Resume(std::move(record)) : registry_.AddEnded(record);
+    if (!s.ok()) {
       Log(LogLevel::kError, "job store: cannot load a job",
           {{"job_id", job_id}, {"error", std::string(s.message())}});
       continue;
@@ -245,11 +250,11 @@ absl::StatusOr<int> JobService::ResumeStoredJobs() {
   return resumed;
 }
 
-absl::Status JobService::Restore(JobRecord record) {
-  const bool unfinished = record.unfinished();
+JobService::Rebuilt JobService::Rebuild(JobRecord record) {
+  Rebuilt rebuilt;
   absl::StatusOr<JobSpec> validated =
       ValidateRequest(record.request, backends_, options_.limits);
-  const absl::Status invalid = validated.status();
+  rebuilt.invalid = validated.status();
   JobSpec spec;
   if (validated.ok()) {
     spec = *std::move(validated);
@@ -262,20 +267,34 @@ absl::Status JobService::Restore(JobRecord record) {
                           : v1::kDefaultBatchSize;
     spec.num_workers = 1;
   }
-  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
-      store_.OpenJobDataset(record.job_id);
-  if (!dataset.ok() && unfinished) return dataset.status();
-  SDG_ASSIGN_OR_RETURN(
-      std::shared_ptr<Job> job,
-      Job::Restore(std::move(spec), std::move(record),
-                   dataset.ok() ? *std::move(dataset) : nullptr, store_,
-                   metrics_));
+  // An ended job's record describes it (its totals), unless it was saved
+  // before they were kept: then its dataset counts its rows.
+  std::shared_ptr<Dataset> dataset;
+  if (record.unfinished() || record.last_sequence == 0) {
+    absl::StatusOr<std::shared_ptr<Dataset>> opened =
+        store_.OpenJobDataset(record.job_id);
+    if (opened.ok()) {
+      dataset = *std::move(opened);
+    } else if (record.unfinished()) {
+      rebuilt.job = opened.status();
+      return rebuilt;
+    }
+  }
+  rebuilt.job = Job::Restore(std::move(spec), std::move(record),
+                             std::move(dataset), store_, metrics_);
+  return rebuilt;
+}
+
+absl::Status JobService::Resume(JobRecord record) {
+  Rebuilt rebuilt = Rebuild(std::move(record));
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, std::move(rebuilt.job));
   if (absl::Status added = registry_.Add(job); !added.ok()) return added;
+  // Its log may say it ended (a crash before its record was saved).
   if (job->IsFinished()) return absl::OkStatus();
 
-  if (!invalid.ok()) {
+  if (!rebuilt.invalid.ok()) {
     job->Cancel(absl::FailedPreconditionError(absl::StrCat(
-        "cannot resume the job on this server: ", invalid.message())));
+        "cannot resume the job on this server: ", rebuilt.invalid.message())));
   }
   Log(LogLevel::kInfo, "job resuming",
       {{"job_id", job->id()},
@@ -330,6 +349,9 @@ void JobService::RemoveExpired() {
   if (const int removed = registry_.RemoveExpired(absl::Now()); removed > 0) {
     Log(LogLevel::kInfo, "expired jobs removed", {{"jobs", removed}});
   }
+  // What the store keeps of an ended job is read again when asked for; the
+  // memory store keeps the Job's parts anyway.
+  if (store_.durable()) registry_.ForgetEndedJobs();
   PruneUploads();
 }
 

@@ -99,8 +99,10 @@ class JobService {
       const Caller& caller);
 
   // Removes finished jobs and uploads past the retention from the registry
-  // and the store. Blocks on the store: the server runs it on a thread of
-  // its own, every RetentionPeriod().
+  // and the store, and (durable store) lets go of the ended jobs' state in
+  // memory: they are read from the store when asked for. Blocks on the
+  // store: the server runs it on a thread of its own, every
+  // RetentionPeriod().
   void RemoveExpired();
   // How often RemoveExpired runs: a tenth of the retention, from a second
   // to a minute, so a job outlives its retention by at most that.
@@ -132,8 +134,15 @@ class JobService {
   absl::StatusOr<StorageUsage> UsageWithinQuota(const Caller& caller) const;
   // Removes uploads older than the retention.
   void PruneUploads();
-  // A stored job as a Job; unfinished ones are resumed.
-  absl::Status Restore(JobRecord record);
+  // A stored job as a Job, and why this server could not run it (its
+  // request no longer validates here), if it could not.
+  struct Rebuilt {
+    absl::StatusOr<std::shared_ptr<Job>> job;
+    absl::Status invalid;
+  };
+  Rebuilt Rebuild(JobRecord record);
+  // An unfinished stored job, listed and handed to the scheduler.
+  absl::Status Resume(JobRecord record);
 
   const Options options_;
   const BackendNames backends_;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/jobs/job.h"
 #include "server/store/memory_job_store.h"
@@ -23,6 +24,7 @@ inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
   JobRecord record;
   record.job_id = spec.job_id;
   record.tenant = tenant;
+  record.create_time = absl::Now();
   // Stored as the service stores a job it admits, so that its updates land.
   // A test that makes a second job with a taken id (to see it refused)
   // finds the first one's record there.

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "tests/testing/test_jobs.h"
 
@@ -26,21 +28,38 @@ class JobRegistryTest : public ::testing::Test {
     for (const auto& job : page.jobs) ids.push_back(job->id());
     return ids;
   }
+  // Every job listed, as ListJobs pages through them.
+  std::vector<std::string> Listed(JobRegistry& registry) {
+    auto page = registry.ListPage(anyone_, "", 1000, v1::JOB_STATE_UNSPECIFIED);
+    EXPECT_TRUE(page.ok()) << page.status();
+    return page.ok() ? Ids(*page) : std::vector<std::string>();
+  }
+  // An ended job's Job, built from its stored record, as the service does;
+  // counted in `loads_`.
+  JobRegistry::LoadEnded Loader() {
+    return [this](JobRecord record) -> absl::StatusOr<std::shared_ptr<Job>> {
+      ++loads_;
+      JobSpec spec;
+      spec.job_id = record.job_id;
+      spec.batch_size = 1;
+      spec.num_workers = 1;
+      return Job::Restore(std::move(spec), std::move(record), nullptr, store_,
+                          metrics_);
+    };
+  }
 
   // Authentication off: the one tenant "", which sees every job.
   const Caller anyone_{"", true};
   Metrics metrics_;
   MemoryJobStore store_;
+  std::atomic<int> loads_{0};
 };
 
 TEST_F(JobRegistryTest, ListsJobsOldestFirstAndFindsThem) {
-  JobRegistry registry(absl::Hours(1), store_);
+  JobRegistry registry(absl::Hours(1), store_, Loader());
   ASSERT_TRUE(registry.Add(MakeJob("a")).ok());
   ASSERT_TRUE(registry.Add(MakeJob("b")).ok());
-  auto jobs = registry.List();
-  ASSERT_EQ(jobs.size(), 2u);
-  EXPECT_EQ(jobs[0]->id(), "a");
-  EXPECT_EQ(jobs[1]->id(), "b");
+  EXPECT_THAT(Listed(registry), ::testing::ElementsAre("a", "b"));
   EXPECT_TRUE(registry.Find("b", anyone_).ok());
   EXPECT_EQ(registry.Unfinished().size(), 2u);
   EXPECT_EQ(registry.Add(MakeJob("a")).code(),
@@ -48,8 +67,8 @@ TEST_F(JobRegistryTest, ListsJobsOldestFirstAndFindsThem) {
 }
 
 TEST_F(JobRegistryTest, FinishedJobsStayForTheRetentionOnly) {
-  JobRegistry keeps(absl::Hours(1), store_);
-  JobRegistry forgets(absl::ZeroDuration(), store_);
+  JobRegistry keeps(absl::Hours(1), store_, Loader());
+  JobRegistry forgets(absl::ZeroDuration(), store_, Loader());
   auto job = MakeJob("done");
   ASSERT_TRUE(keeps.Add(job).ok());
   ASSERT_TRUE(forgets.Add(job).ok());
@@ -62,14 +81,14 @@ TEST_F(JobRegistryTest, FinishedJobsStayForTheRetentionOnly) {
 }
 
 TEST_F(JobRegistryTest, RunningJobsAreNeverPruned) {
-  JobRegistry registry(absl::ZeroDuration(), store_);
+  JobRegistry registry(absl::ZeroDuration(), store_, Loader());
   ASSERT_TRUE(registry.Add(MakeJob("running")).ok());
   EXPECT_EQ(registry.RemoveExpired(absl::InfiniteFuture()), 0);
   EXPECT_TRUE(registry.Find("running", anyone_).ok());
 }
 
 TEST_F(JobRegistryTest, RemoveExpiredForgetsJobsPastTheirRetentionOnly) {
-  JobRegistry registry(absl::Hours(1), store_);
+  JobRegistry registry(absl::Hours(1), store_, Loader());
   auto done = MakeJob("done");
   auto later = MakeJob("later");
   ASSERT_TRUE(registry.Add(done).ok());
@@ -85,14 +104,13 @@ TEST_F(JobRegistryTest, RemoveExpiredForgetsJobsPastTheirRetentionOnly) {
   // An hour after both ended they go; "running" never ended.
   EXPECT_EQ(registry.RemoveExpired(later->end_time() + absl::Hours(1)), 2);
   EXPECT_EQ(registry.RemoveExpired(absl::InfiniteFuture()), 0);
-  EXPECT_EQ(registry.List().size(), 1u);
-  EXPECT_EQ(registry.List()[0]->id(), "running");
+  EXPECT_THAT(Listed(registry), ::testing::ElementsAre("running"));
   // Its id is free again.
   EXPECT_TRUE(registry.Add(MakeJob("done")).ok());
 }
 
 TEST_F(JobRegistryTest, ExpiredJobsAreNotListedBeforeTheyAreRemoved) {
-  JobRegistry registry(absl::ZeroDuration(), store_);
+  JobRegistry registry(absl::ZeroDuration(), store_, Loader());
   auto done = MakeJob("done");
   ASSERT_TRUE(registry.Add(MakeJob("a")).ok());
   ASSERT_TRUE(registry.Add(done).ok());
@@ -101,12 +119,11 @@ TEST_F(JobRegistryTest, ExpiredJobsAreNotListedBeforeTheyAreRemoved) {
   auto page = registry.ListPage(anyone_, "", 10, v1::JOB_STATE_UNSPECIFIED);
   ASSERT_TRUE(page.ok());
   EXPECT_THAT(Ids(*page), ::testing::ElementsAre("a", "b"));
-  EXPECT_EQ(registry.List().size(), 2u);
   EXPECT_EQ(registry.Unfinished().size(), 2u);
 }
 
 TEST_F(JobRegistryTest, APageSpansMoreJobsThanOneTurnOfTheLockLooksAt) {
-  JobRegistry registry(absl::Hours(1), store_);
+  JobRegistry registry(absl::Hours(1), store_, Loader());
   // 600 of bob's jobs between alice's first and second: more than the
   // registry looks at per turn of its lock.
   ASSERT_TRUE(registry.Add(MakeJob("a1", "alice")).ok());
@@ -129,7 +146,7 @@ TEST_F(JobRegistryTest, APageSpansMoreJobsThanOneTurnOfTheLockLooksAt) {
 }
 
 TEST_F(JobRegistryTest, PagesFollowEachOtherWithoutGapOrRepeat) {
-  JobRegistry registry(absl::Hours(1), store_);
+  JobRegistry registry(absl::Hours(1), store_, Loader());
   for (const char* id : {"a", "b", "c", "d", "e"}) {
     ASSERT_TRUE(registry.Add(MakeJob(id)).ok());
   }
@@ -150,7 +167,7 @@ TEST_F(JobRegistryTest, PagesFollowEachOtherWithoutGapOrRepeat) {
 }
 
 TEST_F(JobRegistryTest, StateFilterSkipsOtherJobs) {
-  JobRegistry registry(absl::Hours(1), store_);
+  JobRegistry registry(absl::Hours(1), store_, Loader());
   auto done = MakeJob("done");
   ASSERT_TRUE(registry.Add(MakeJob("queued")).ok());
   ASSERT_TRUE(registry.Add(done).ok());
@@ -161,7 +178,7 @@ TEST_F(JobRegistryTest, StateFilterSkipsOtherJobs) {
 }
 
 TEST_F(JobRegistryTest, ACallerFindsAndListsItsOwnJobsOnlyAndTheAdminAll) {
-  JobRegistry registry(absl::Hours(1), store_);
+  JobRegistry registry(absl::Hours(1), store_, Loader());
   ASSERT_TRUE(registry.Add(MakeJob("a1", "alice")).ok());
   ASSERT_TRUE(registry.Add(MakeJob("b1", "bob")).ok());
   ASSERT_TRUE(registry.Add(MakeJob("a2", "alice")).ok());
@@ -194,6 +211,80 @@ TEST_F(JobRegistryTest, ACallerFindsAndListsItsOwnJobsOnlyAndTheAdminAll) {
   auto all = registry.ListPage(admin, "", 10, v1::JOB_STATE_UNSPECIFIED);
   ASSERT_TRUE(all.ok());
   EXPECT_THAT(Ids(*all), ::testing::ElementsAre("a1", "b1", "a2"));
+}
+
+// An ended job whose record is in the store is let go of and read back
+// from the store when asked for: found, listed in its place, filtered by
+// its state, and still another tenant's NOT_FOUND.
+TEST_F(JobRegistryTest, AnEndedJobIsLetGoOfAndReadBackFromTheStore) {
+  JobRegistry registry(absl::Hours(1), store_, Loader());
+  auto done = MakeJob("done", "alice");
+  ASSERT_TRUE(registry.Add(MakeJob("queued")).ok());
+  ASSERT_TRUE(registry.Add(done).ok());
+  ASSERT_TRUE(registry.Add(MakeJob("later")).ok());
+  done->MarkFinished();
+  const v1::Job before = done->Snapshot();
+  ASSERT_TRUE(done->IsStoredEnded());
+  EXPECT_EQ(registry.ForgetEndedJobs(), 1);
+  EXPECT_EQ(registry.ForgetEndedJobs(), 0);  // the others have not ended
+  std::weak_ptr<Job> forgotten = done;
+  done.reset();
+  EXPECT_TRUE(forgotten.expired()) << "the registry still holds the job";
+
+  const Caller alice{"alice", false};
+  absl::StatusOr<std::shared_ptr<Job>> found = registry.Find("done", alice);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(loads_, 1);
+  EXPECT_EQ((*found)->Snapshot().DebugString(), before.DebugString());
+  EXPECT_EQ(registry.Find("done", Caller{"bob", false}).status().code(),
+            absl::StatusCode::kNotFound);
+  // Found again while held: the same Job, not read again.
+  EXPECT_EQ(*registry.Find("done", alice), *found);
+  EXPECT_EQ(loads_, 1);
+
+  EXPECT_THAT(Listed(registry),
+              ::testing::ElementsAre("queued", "done", "later"));
+  auto succeeded = registry.ListPage(anyone_, "", 10, v1::JOB_STATE_SUCCEEDED);
+  ASSERT_TRUE(succeeded.ok());
+  EXPECT_THAT(Ids(*succeeded), ::testing::ElementsAre("done"));
+  EXPECT_TRUE(registry.Unfinished().size() == 2u);
+}
+
+// A job the store holds as ended (as a server finds it when it starts) is
+// listed without being read; it expires as any other, and a job deleted
+// from the store meanwhile is NOT_FOUND, not an error.
+TEST_F(JobRegistryTest, AStoredEndedJobIsListedAndExpiresUnread) {
+  JobRegistry registry(absl::Hours(1), store_, Loader());
+  for (const char* id : {"old", "gone"}) {
+    JobRecord record;
+    record.job_id = id;
+    record.state = v1::JOB_STATE_CANCELLED;
+    record.end_time = absl::Now();
+    record.finished.set_state(v1::JOB_STATE_CANCELLED);
+    record.last_sequence = 3;
+    ASSERT_TRUE(store_.AddJob(record).ok());
+    ASSERT_TRUE(store_.UpdateJob(record).ok());
+    ASSERT_TRUE(registry.AddEnded(record).ok());
+  }
+  EXPECT_EQ(registry.AddEnded(*store_.LoadJob("old")).code(),
+            absl::StatusCode::kAlreadyExists);
+  {
+    auto cancelled =
+        registry.ListPage(anyone_, "", 10, v1::JOB_STATE_CANCELLED);
+    ASSERT_TRUE(cancelled.ok());
+    EXPECT_EQ(cancelled->jobs.size(), 2u);
+    EXPECT_EQ(cancelled->jobs[0]->Snapshot().last_sequence(), 3u);
+    EXPECT_TRUE(registry.Unfinished().empty());
+  }  // no one holds them now
+
+  ASSERT_TRUE(store_.RemoveJob("gone").ok());
+  EXPECT_EQ(registry.Find("gone", anyone_).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_THAT(Listed(registry), ::testing::ElementsAre("old"));
+
+  EXPECT_EQ(registry.RemoveExpired(absl::Now() + absl::Hours(2)), 2);
+  EXPECT_TRUE(Listed(registry).empty());
+  EXPECT_EQ(store_.LoadJob("old").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
