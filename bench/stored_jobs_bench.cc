@@ -124,6 +124,7 @@ struct Stack {
   std::unique_ptr<Stub> stub;
   double start_up_ms = 0;
   int64_t server_bytes = 0;
+  int64_t rss_before_server = 0;  // this process before the server
 
   explicit Stack(const std::string& state_dir) {
     llmsim::SimServer::Options sim_options;
@@ -138,11 +139,11 @@ struct Stack {
     backend.name = "sim";
     backend.base_urls = {absl::StrCat("http://127.0.0.1:", sim->port(), "/v1")};
     options.backends.push_back(backend);
-    const int64_t before = ResidentBytes();
+    rss_before_server = ResidentBytes();
     const absl::Time start = absl::Now();
     server = *Server::Create(options);
     start_up_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
-    server_bytes = ResidentBytes() - before;
+    server_bytes = ResidentBytes() - rss_before_server;
     stub = v1::GenerationService::NewStub(
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", server->port()),
                             grpc::InsecureChannelCredentials()));
@@ -211,12 +212,15 @@ int Restart(const std::string& state_dir) {
     stored += listed.jobs_size();
     token = listed.next_page_token();
   } while (!token.empty());
+  // What the server holds once every job has been read (listed).
+  const int64_t listed_bytes = ResidentBytes() - stack.rss_before_server;
   std::printf(
       "{\"bench\":\"stored_jobs\",\"phase\":\"restart\",\"stored_jobs\":%d,"
-      "\"start_up_ms\":%.1f,\"server_rss_bytes\":%lld,\"bytes_per_job\":%.0f}"
-      "\n",
+      "\"start_up_ms\":%.1f,\"server_rss_bytes\":%lld,\"bytes_per_job\":%.0f,"
+      "\"bytes_per_job_after_listing\":%.0f}\n",
       stored, stack.start_up_ms, static_cast<long long>(stack.server_bytes),
-      static_cast<double>(stack.server_bytes) / std::max(stored, 1));
+      static_cast<double>(stack.server_bytes) / std::max(stored, 1),
+      static_cast<double>(listed_bytes) / std::max(stored, 1));
   std::fflush(stdout);
   // The jobs this run creates are named after the count, so that a second
   // restart of the same state creates new ones again.

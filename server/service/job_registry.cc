@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "base/quote.h"
+#include "base/status_macros.h"
 
 namespace sdg {
 namespace {
@@ -56,43 +57,35 @@ absl::Status JobRegistry::NotFound(const std::string& job_id) const {
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
     const std::string& job_id, const Caller& caller) {
-  uint64_t position = 0;
   Entry entry;
   {
     absl::MutexLock lock(&mu_);
     auto it = positions_.find(job_id);
     if (it == positions_.end()) return NotFound(job_id);
-    position = it->second;
-    entry = entries_.at(position);
+    entry = entries_.at(it->second);
   }
   if (!caller.Owns(entry.tenant) || Expired(entry, absl::Now())) {
     return NotFound(job_id);
   }
-  return JobOf(position, entry);
+  return JobOf(entry);
 }
 
-absl::StatusOr<std::shared_ptr<Job>> JobRegistry::JobOf(uint64_t position,
-                                                        const Entry& entry) {
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::JobOf(const Entry& entry) {
   if (entry.job != nullptr) return entry.job;
-  if (std::shared_ptr<Job> held = entry.loaded.lock()) return held;
   absl::StatusOr<JobRecord> record = store_.LoadJob(entry.job_id);
   // Removed since (deleted, or past its retention).
   if (absl::IsNotFound(record.status())) return NotFound(entry.job_id);
   if (!record.ok()) return record.status();
-  if (record->unfinished()) {
+  return Rebuild(*std::move(record));
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Rebuild(JobRecord record) {
+  if (record.unfinished()) {
     return absl::InternalError(absl::StrCat(
-        "the store holds job ", Quoted(entry.job_id),
+        "the store holds job ", Quoted(record.job_id),
         " as unfinished, but this server ended it; restart sdgd to resume it"));
   }
-  absl::StatusOr<std::shared_ptr<Job>> job = load_ended_(*std::move(record));
-  if (!job.ok()) return job.status();
-  absl::MutexLock lock(&mu_);
-  auto it = entries_.find(position);
-  if (it != entries_.end() && it->second.job == nullptr) {
-    // Two readers may have built it at once; the later one is kept.
-    it->second.loaded = *job;
-  }
-  return job;
+  return load_ended_(std::move(record));
 }
 
 std::vector<std::pair<uint64_t, JobRegistry::Entry>> JobRegistry::All() {
@@ -127,14 +120,15 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
     return absl::InvalidArgumentError(
         "page_token: not a token from ListJobs' next_page_token");
   }
-  // The candidates are copied under the lock and looked at after it, so
-  // that no job's mutex is taken under the registry's, and no store read
-  // runs under it.
+  // The page is chosen from entries copied under the lock and looked at
+  // after it, so that no job's mutex is taken under the registry's; then
+  // its ended jobs are read from the store at once.
   std::vector<std::pair<uint64_t, Entry>> candidates;
+  std::vector<Entry> chosen;
   const absl::Time now = absl::Now();
   uint64_t last_listed = after;
   Page page;
-  while (true) {
+  while (page.next_page_token.empty()) {
     candidates.clear();
     {
       absl::MutexLock lock(&mu_);
@@ -144,23 +138,48 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
         after = it->first;
       }
     }
-    if (candidates.empty()) return page;
-    for (const auto& [position, entry] : candidates) {
+    if (candidates.empty()) break;
+    for (auto& [position, entry] : candidates) {
       if (Expired(entry, now)) continue;
       if (state != v1::JOB_STATE_UNSPECIFIED && StateOf(entry) != state) {
         continue;
       }
-      if (static_cast<int>(page.jobs.size()) == size) {
+      if (static_cast<int>(chosen.size()) == size) {
         page.next_page_token = absl::StrCat(last_listed);
-        return page;
+        break;
       }
-      absl::StatusOr<std::shared_ptr<Job>> job = JobOf(position, entry);
-      if (absl::IsNotFound(job.status())) continue;  // removed since
-      if (!job.ok()) return job.status();
-      page.jobs.push_back(*std::move(job));
+      chosen.push_back(std::move(entry));
       last_listed = position;
     }
   }
+  SDG_ASSIGN_OR_RETURN(page.jobs, JobsOf(chosen));
+  return page;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Job>>> JobRegistry::JobsOf(
+    const std::vector<Entry>& entries) {
+  std::vector<std::string> ended;
+  for (const Entry& entry : entries) {
+    if (entry.job == nullptr) ended.push_back(entry.job_id);
+  }
+  std::vector<JobRecord> records;
+  if (!ended.empty()) {
+    SDG_ASSIGN_OR_RETURN(records, store_.LoadJobsById(ended));
+  }
+  // Records come in the entries' order; one removed since is skipped.
+  auto record = records.begin();
+  std::vector<std::shared_ptr<Job>> jobs;
+  jobs.reserve(entries.size());
+  for (const Entry& entry : entries) {
+    if (entry.job != nullptr) {
+      jobs.push_back(entry.job);
+      continue;
+    }
+    if (record == records.end() || record->job_id != entry.job_id) continue;
+    SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, Rebuild(*record++));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
 }
 
 v1::JobState JobRegistry::StateOf(const Entry& entry) const {
@@ -214,7 +233,6 @@ int JobRegistry::ForgetEndedJobs() {
     Entry& entry = it->second;
     entry.state = job.state;
     entry.end_time = job.end_time;
-    entry.loaded = entry.job;  // found again while others still hold it
     entry.job.reset();
     ++forgotten;
   }

@@ -2,7 +2,7 @@
 // ended ones (for GetJob, ListJobs, WatchJob and CancelJob). A job that has
 // ended and whose final record is in the store costs the registry a small
 // entry (its id, tenant, state and end): its Job is built from the store
-// when it is read, and let go once no one holds it. A job past its
+// each time it is read, and freed with its last reader. A job past its
 // retention is no longer found or listed, and RemoveExpired (run on a
 // period by the server, never inside a call) removes it from the store as
 // well. No call walks every job: Find and Add cost the same with fifty
@@ -82,16 +82,16 @@ class JobRegistry {
 
  private:
   // A listed job: its Job while it runs (or until ForgetEndedJobs), else
-  // what lists and finds it without one.
+  // what lists and finds it without one. (No weak_ptr to a Job read from
+  // the store: it would keep the Job's memory, allocated with its control
+  // block, for as long as the entry lives.)
   struct Entry {
     std::string job_id;
     std::string tenant;
     std::shared_ptr<Job> job;
-    // Without `job`: the ended job's state and end, and its Job while
-    // someone reads it.
+    // Without `job`: the ended job's state and end.
     v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
     absl::Time end_time = absl::InfinitePast();
-    std::weak_ptr<Job> loaded;
   };
 
   absl::Status AddEntry(Entry entry);
@@ -101,8 +101,13 @@ class JobRegistry {
   bool Expired(const Entry& entry, absl::Time now) const;
   v1::JobState StateOf(const Entry& entry) const;
   // The entry's Job: its own, or the ended job's built from the store.
-  absl::StatusOr<std::shared_ptr<Job>> JobOf(uint64_t position,
-                                             const Entry& entry);
+  absl::StatusOr<std::shared_ptr<Job>> JobOf(const Entry& entry);
+  // JobOf for each entry, the ended jobs' records read at once; an ended
+  // job removed from the store since is left out.
+  absl::StatusOr<std::vector<std::shared_ptr<Job>>> JobsOf(
+      const std::vector<Entry>& entries);
+  // An ended job's Job from its stored record (load_ended_).
+  absl::StatusOr<std::shared_ptr<Job>> Rebuild(JobRecord record);
   absl::Status NotFound(const std::string& job_id) const;
 
   const absl::Duration retention_;

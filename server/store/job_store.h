@@ -113,6 +113,10 @@ class JobStore {
   virtual absl::StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
   // One job's record. NOT_FOUND (NoSuchJob) for a job not stored.
   virtual absl::StatusOr<JobRecord> LoadJob(const std::string& job_id) = 0;
+  // The records of those of `job_ids` the store holds, in the order given,
+  // read at once (a page of ListJobs): one transaction, or one query.
+  virtual absl::StatusOr<std::vector<JobRecord>> LoadJobsById(
+      absl::Span<const std::string> job_ids) = 0;
 
   // The log of a job that may still append; what it holds goes to `replay`.
   virtual absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(

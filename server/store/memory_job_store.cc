@@ -145,6 +145,17 @@ absl::StatusOr<JobRecord> MemoryJobStore::LoadJob(const std::string& job_id) {
   return it->second.record;
 }
 
+absl::StatusOr<std::vector<JobRecord>> MemoryJobStore::LoadJobsById(
+    absl::Span<const std::string> job_ids) {
+  absl::MutexLock lock(&mu_);
+  std::vector<JobRecord> records;
+  for (const std::string& job_id : job_ids) {
+    auto it = records_.find(job_id);
+    if (it != records_.end()) records.push_back(it->second.record);
+  }
+  return records;
+}
+
 absl::Status MemoryJobStore::RemoveJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   records_.erase(job_id);

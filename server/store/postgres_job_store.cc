@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/logging.h"
@@ -665,6 +666,30 @@ absl::StatusOr<JobRecord> PostgresJobStore::LoadJob(const std::string& job_id) {
                                   pg::Params().Text(job_id), "loading a job"));
   if (rows.rows() == 0) return NoSuchJob(job_id);
   return RecordFrom(rows, 0);
+}
+
+absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::LoadJobsById(
+    absl::Span<const std::string> job_ids) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  std::vector<absl::string_view> ids(job_ids.begin(), job_ids.end());
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result rows,
+      conn->Exec(absl::StrCat("SELECT ", kJobColumns,
+                              " FROM jobs WHERE job_id = ANY($1)"),
+                 pg::Params().TextArray(ids), "loading jobs"));
+  absl::flat_hash_map<std::string, JobRecord> by_id;
+  for (int i = 0; i < rows.rows(); ++i) {
+    JobRecord record = RecordFrom(rows, i);
+    std::string job_id = record.job_id;
+    by_id.emplace(std::move(job_id), std::move(record));
+  }
+  std::vector<JobRecord> records;
+  records.reserve(by_id.size());
+  for (const std::string& job_id : job_ids) {
+    auto it = by_id.find(job_id);
+    if (it != by_id.end()) records.push_back(std::move(it->second));
+  }
+  return records;
 }
 
 absl::StatusOr<std::shared_ptr<EventLog>> PostgresJobStore::OpenJobLog(

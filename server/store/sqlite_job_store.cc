@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
 #include "base/status_macros.h"
@@ -472,13 +474,39 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
 
 absl::StatusOr<JobRecord> SqliteJobStore::LoadJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
+  SDG_ASSIGN_OR_RETURN(std::optional<JobRecord> record, SelectJob(job_id));
+  if (!record.has_value()) return NoSuchJob(job_id);
+  return *std::move(record);
+}
+
+absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobsById(
+    absl::Span<const std::string> job_ids) {
+  absl::MutexLock lock(&mu_);
+  // One read transaction for them all: each statement would otherwise be a
+  // transaction of its own, with its locks taken and released.
+  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return Error("starting to load jobs");
+  }
+  absl::Cleanup end = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  };
+  std::vector<JobRecord> records;
+  for (const std::string& job_id : job_ids) {
+    SDG_ASSIGN_OR_RETURN(std::optional<JobRecord> record, SelectJob(job_id));
+    if (record.has_value()) records.push_back(*std::move(record));
+  }
+  return records;
+}
+
+absl::StatusOr<std::optional<JobRecord>> SqliteJobStore::SelectJob(
+    const std::string& job_id) {
   SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(Sql::kSelectJob));
   BindText(use.get(), 1, job_id);
   switch (sqlite3_step(use.get())) {
     case SQLITE_ROW:
       return RecordAt(use.get());
     case SQLITE_DONE:
-      return NoSuchJob(job_id);
+      return std::nullopt;
     default:
       return Error(Doing(Sql::kSelectJob));
   }

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -53,6 +54,8 @@ class SqliteJobStore final : public JobStore {
   absl::Status RemoveJob(const std::string& job_id) override;
   absl::StatusOr<std::vector<JobRecord>> LoadJobs() override;
   absl::StatusOr<JobRecord> LoadJob(const std::string& job_id) override;
+  absl::StatusOr<std::vector<JobRecord>> LoadJobsById(
+      absl::Span<const std::string> job_ids) override;
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
       absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
@@ -93,6 +96,9 @@ class SqliteJobStore final : public JobStore {
   std::string UploadDir(const std::string& dataset_id) const;
   // `sql`, prepared on its first use and kept until the store closes.
   absl::StatusOr<StatementUse> Prepared(Sql sql)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job's record, or nullopt if there is none.
+  absl::StatusOr<std::optional<JobRecord>> SelectJob(const std::string& job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first column of `sql`'s rows, its one parameter `tenant`.
   absl::StatusOr<std::vector<std::string>> IdsOfTenant(

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "tests/testing/store_test_data.h"
 
@@ -147,6 +148,26 @@ TEST_P(StoreConformanceTest, OneJobLoadsByItsIdWithItsTotals) {
   absl::StatusOr<JobRecord> ghost = store_->LoadJob("ghost");
   EXPECT_EQ(ghost.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(ghost.status().message(), HasSubstr("ghost"));
+}
+
+TEST_P(StoreConformanceTest, JobsLoadByIdInTheOrderAskedSkippingTheAbsent) {
+  for (const char* id : {"a", "b", "c"}) {
+    ASSERT_TRUE(store_->AddJob(Record(id, absl::StrCat("tenant-", id))).ok());
+  }
+  const std::vector<std::string> ids = {"c", "ghost", "a"};
+  absl::StatusOr<std::vector<JobRecord>> records = store_->LoadJobsById(ids);
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 2u);
+  EXPECT_EQ((*records)[0].job_id, "c");
+  EXPECT_EQ((*records)[0].tenant, "tenant-c");
+  EXPECT_EQ((*records)[1].job_id, "a");
+  EXPECT_EQ((*records)[1].request.block().model(), "m");
+  EXPECT_TRUE(store_->LoadJobsById({})->empty());
+  // The store stays usable: a write after the read goes through.
+  JobRecord running = Record("b", "tenant-b");
+  running.state = v1::JOB_STATE_RUNNING;
+  EXPECT_TRUE(store_->UpdateJob(running).ok());
+  EXPECT_EQ(store_->LoadJob("b")->state, v1::JOB_STATE_RUNNING);
 }
 
 TEST_P(StoreConformanceTest, UpdatingAJobNotStoredIsNotFoundNamingIt) {
