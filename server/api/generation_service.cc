@@ -16,28 +16,37 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
   return reactor;
 }
 
-// A unary method on raw bytes from a known caller: decodes the request on
-// the reaction, then runs `handle` on `blocking` (it may read the store)
-// and answers from there with its status and, if OK, its response.
+// A unary method on raw bytes from a known caller that reads jobs: decodes
+// the request and runs `handle` on the reaction without reading the store;
+// if it needs the store (StoreReadRefused), runs it again on `blocking`.
+// Answers with its status and, if OK, its response.
 template <typename Request, typename Response, typename Handle>
-grpc::ServerUnaryReactor* AnswerOn(Executor& blocking,
-                                   grpc::CallbackServerContext* context,
-                                   absl::StatusOr<Caller> caller,
-                                   const grpc::ByteBuffer& raw_request,
-                                   grpc::ByteBuffer* raw_response,
-                                   Handle handle) {
+grpc::ServerUnaryReactor* AnswerReading(Executor& blocking,
+                                        grpc::CallbackServerContext* context,
+                                        absl::StatusOr<Caller> caller,
+                                        const grpc::ByteBuffer& raw_request,
+                                        grpc::ByteBuffer* raw_response,
+                                        Handle handle) {
   if (!caller.ok()) return Answer(context, caller.status());
   Request request;
   if (absl::Status s = DecodeRequest(raw_request, request); !s.ok()) {
     return Answer(context, s);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  blocking.Post([reactor, raw_response, caller = *std::move(caller),
-                 request = std::move(request),
-                 handle = std::move(handle)]() mutable {
-    absl::StatusOr<Response> response = handle(caller, request);
+  auto answer = [reactor, raw_response](absl::StatusOr<Response> response) {
     if (response.ok()) *raw_response = EncodeMessage(*response);
     reactor->Finish(ToGrpcStatus(response.status()));
+  };
+  absl::StatusOr<Response> from_memory =
+      handle(*caller, request, StoreReads::kRefused);
+  if (!IsStoreReadRefused(from_memory.status())) {
+    answer(std::move(from_memory));
+    return reactor;
+  }
+  blocking.Post([answer, caller = *std::move(caller),
+                 request = std::move(request),
+                 handle = std::move(handle)]() mutable {
+    answer(handle(caller, request, StoreReads::kAllowed));
   });
   return reactor;
 }
@@ -137,25 +146,30 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(
   if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(s));
   }
+  absl::StatusOr<std::shared_ptr<Job>> job =
+      jobs_.Find(*caller, decoded.job_id(), StoreReads::kRefused);
+  if (!IsStoreReadRefused(job.status())) {
+    if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
+    absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
+        (*job)->log()->Read(decoded.after_sequence());
+    if (!reader.ok()) {
+      return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
+    }
+    return JobStreamReactor::Create(*std::move(reader), nullptr);
+  }
+  // An ended job read back from the store.
   JobStreamReactor* reactor = JobStreamReactor::CreatePending();
-  // Finding an ended job may read the store.
   blocking_.Post([this, reactor, caller = *std::move(caller),
                   decoded = std::move(decoded)] {
-    StartWatchJob(*reactor, caller, decoded);
+    absl::StatusOr<std::shared_ptr<Job>> job =
+        jobs_.Find(caller, decoded.job_id());
+    if (!job.ok()) return reactor->Fail(ToGrpcStatus(job.status()));
+    absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
+        (*job)->log()->Read(decoded.after_sequence());
+    if (!reader.ok()) return reactor->Fail(ToGrpcStatus(reader.status()));
+    reactor->Begin(*std::move(reader), nullptr);
   });
   return reactor;
-}
-
-void GenerationService::StartWatchJob(JobStreamReactor& reactor,
-                                      const Caller& caller,
-                                      const v1::WatchJobRequest& request) {
-  absl::StatusOr<std::shared_ptr<Job>> job =
-      jobs_.Find(caller, request.job_id());
-  if (!job.ok()) return reactor.Fail(ToGrpcStatus(job.status()));
-  absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
-      (*job)->log()->Read(request.after_sequence());
-  if (!reader.ok()) return reactor.Fail(ToGrpcStatus(reader.status()));
-  reactor.Begin(*std::move(reader), nullptr);
 }
 
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
@@ -173,10 +187,11 @@ grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(
 grpc::ServerUnaryReactor* GenerationService::CancelJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerOn<v1::CancelJobRequest, v1::Job>(
+  return AnswerReading<v1::CancelJobRequest, v1::Job>(
       blocking_, context, Identify(*context), *request, response,
-      [this](const Caller& caller, const v1::CancelJobRequest& request) {
-        return jobs_.Cancel(caller, request.job_id());
+      [this](const Caller& caller, const v1::CancelJobRequest& request,
+             StoreReads reads) {
+        return jobs_.Cancel(caller, request.job_id(), reads);
       });
 }
 
@@ -205,21 +220,21 @@ grpc::ServerUnaryReactor* GenerationService::GetStorageUsage(
 grpc::ServerUnaryReactor* GenerationService::GetJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerOn<v1::GetJobRequest, v1::Job>(
+  return AnswerReading<v1::GetJobRequest, v1::Job>(
       blocking_, context, Identify(*context), *request, response,
-      [this](const Caller& caller, const v1::GetJobRequest& request) {
-        return jobs_.Get(caller, request.job_id());
+      [this](const Caller& caller, const v1::GetJobRequest& request,
+             StoreReads reads) {
+        return jobs_.Get(caller, request.job_id(), reads);
       });
 }
 
 grpc::ServerUnaryReactor* GenerationService::ListJobs(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return AnswerOn<v1::ListJobsRequest, v1::ListJobsResponse>(
+  return AnswerReading<v1::ListJobsRequest, v1::ListJobsResponse>(
       blocking_, context, Identify(*context), *request, response,
-      [this](const Caller& caller, const v1::ListJobsRequest& request) {
-        return jobs_.List(caller, request);
-      });
+      [this](const Caller& caller, const v1::ListJobsRequest& request,
+             StoreReads reads) { return jobs_.List(caller, request, reads); });
 }
 
 grpc::ServerUnaryReactor* GenerationService::DeleteJob(

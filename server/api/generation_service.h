@@ -33,9 +33,9 @@ using GenerationServiceBase =
 class GenerationService final : public GenerationServiceBase {
  public:
   // Work that may block on the store (admission, deletion, uploads, storage
-  // usage, and finding a job: an ended one is read from the store) runs on
-  // `blocking`, never on gRPC's reaction threads; the call is finished from
-  // there.
+  // usage, and reading an ended job back from it) runs on `blocking`, never
+  // on gRPC's reaction threads; the call is finished from there. Reads of
+  // jobs in memory are answered on the reaction.
   GenerationService(Authenticator& authenticator, JobService& jobs,
                     Executor& blocking);
 
@@ -74,10 +74,6 @@ class GenerationService final : public GenerationServiceBase {
   // events, or fails the call.
   void StartGenerateJob(JobStreamReactor& reactor, absl::Time deadline,
                         const Caller& caller, const DecodedJobRequest& request);
-  // On the executor: finds the job and starts `reactor`'s stream of its
-  // events, or fails the call.
-  void StartWatchJob(JobStreamReactor& reactor, const Caller& caller,
-                     const v1::WatchJobRequest& request);
 
   Authenticator& authenticator_;
   JobService& jobs_;

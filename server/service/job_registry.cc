@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -15,6 +16,9 @@ namespace {
 // Jobs looked at per turn of the registry's lock while a page is filled.
 constexpr size_t kListBatch = 256;
 
+// The payload that marks StoreReadRefused.
+constexpr absl::string_view kStoreReadRefused = "sdg/store-read-refused";
+
 }  // namespace
 
 absl::Status JobIdTaken(const std::string& job_id) {
@@ -22,6 +26,17 @@ absl::Status JobIdTaken(const std::string& job_id) {
       absl::StrCat("job_id: a job ", Quoted(job_id),
                    " already exists with a different request; choose "
                    "another id or leave job_id empty"));
+}
+
+absl::Status StoreReadRefused() {
+  absl::Status refused = absl::UnavailableError(
+      "answering needs a read of the job store; ask again off the reaction");
+  refused.SetPayload(kStoreReadRefused, absl::Cord());
+  return refused;
+}
+
+bool IsStoreReadRefused(const absl::Status& status) {
+  return status.GetPayload(kStoreReadRefused).has_value();
 }
 
 absl::Status JobRegistry::Add(std::shared_ptr<Job> job) {
@@ -56,7 +71,7 @@ absl::Status JobRegistry::NotFound(const std::string& job_id) const {
 }
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
-    const std::string& job_id, const Caller& caller) {
+    const std::string& job_id, const Caller& caller, StoreReads reads) {
   Entry entry;
   {
     absl::MutexLock lock(&mu_);
@@ -67,11 +82,13 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Find(
   if (!caller.Owns(entry.tenant) || Expired(entry, absl::Now())) {
     return NotFound(job_id);
   }
-  return JobOf(entry);
+  return JobOf(entry, reads);
 }
 
-absl::StatusOr<std::shared_ptr<Job>> JobRegistry::JobOf(const Entry& entry) {
+absl::StatusOr<std::shared_ptr<Job>> JobRegistry::JobOf(const Entry& entry,
+                                                        StoreReads reads) {
   if (entry.job != nullptr) return entry.job;
+  if (reads == StoreReads::kRefused) return StoreReadRefused();
   absl::StatusOr<JobRecord> record = store_.LoadJob(entry.job_id);
   // Removed since (deleted, or past its retention).
   if (absl::IsNotFound(record.status())) return NotFound(entry.job_id);
@@ -114,7 +131,7 @@ void JobRegistry::Remove(const std::string& job_id) {
 
 absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
     const Caller& caller, const std::string& page_token, int size,
-    v1::JobState state) {
+    v1::JobState state, StoreReads reads) {
   uint64_t after = 0;
   if (!page_token.empty() && !absl::SimpleAtoi(page_token, &after)) {
     return absl::InvalidArgumentError(
@@ -152,18 +169,19 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
       last_listed = position;
     }
   }
-  SDG_ASSIGN_OR_RETURN(page.jobs, JobsOf(chosen));
+  SDG_ASSIGN_OR_RETURN(page.jobs, JobsOf(chosen, reads));
   return page;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Job>>> JobRegistry::JobsOf(
-    const std::vector<Entry>& entries) {
+    const std::vector<Entry>& entries, StoreReads reads) {
   std::vector<std::string> ended;
   for (const Entry& entry : entries) {
     if (entry.job == nullptr) ended.push_back(entry.job_id);
   }
   std::vector<JobRecord> records;
   if (!ended.empty()) {
+    if (reads == StoreReads::kRefused) return StoreReadRefused();
     SDG_ASSIGN_OR_RETURN(records, store_.LoadJobsById(ended));
   }
   // Records come in the entries' order; one removed since is skipped.

@@ -33,6 +33,14 @@ namespace sdg {
 // holds it, so that another tenant learns nothing of the job.
 absl::Status JobIdTaken(const std::string& job_id);
 
+// Whether a call may read the store. A gRPC reaction asks with kRefused
+// first: jobs in memory are answered at once, and a call that needs the
+// store (an ended job is read back from it) gets StoreReadRefused and is
+// asked again off the reaction, with kAllowed.
+enum class StoreReads { kAllowed, kRefused };
+absl::Status StoreReadRefused();
+bool IsStoreReadRefused(const absl::Status& status);
+
 class JobRegistry {
  public:
   // Builds the Job of an ended job from its stored record (for reading it:
@@ -53,8 +61,9 @@ class JobRegistry {
   // NOT_FOUND naming the id, also when the job is not the caller's. For
   // admission, Find(id, Caller{.admin = true}) sees every job. Reads the
   // store for an ended job no one holds.
-  absl::StatusOr<std::shared_ptr<Job>> Find(const std::string& job_id,
-                                            const Caller& caller);
+  absl::StatusOr<std::shared_ptr<Job>> Find(
+      const std::string& job_id, const Caller& caller,
+      StoreReads reads = StoreReads::kAllowed);
   // The jobs that have not ended (from Add only), oldest first.
   std::vector<std::shared_ptr<Job>> Unfinished();
   // Forgets a job (a job that was never admitted, or a deleted one).
@@ -78,7 +87,8 @@ class JobRegistry {
   };
   absl::StatusOr<Page> ListPage(const Caller& caller,
                                 const std::string& page_token, int size,
-                                v1::JobState state);
+                                v1::JobState state,
+                                StoreReads reads = StoreReads::kAllowed);
 
  private:
   // A listed job: its Job while it runs (or until ForgetEndedJobs), else
@@ -101,11 +111,12 @@ class JobRegistry {
   bool Expired(const Entry& entry, absl::Time now) const;
   v1::JobState StateOf(const Entry& entry) const;
   // The entry's Job: its own, or the ended job's built from the store.
-  absl::StatusOr<std::shared_ptr<Job>> JobOf(const Entry& entry);
+  absl::StatusOr<std::shared_ptr<Job>> JobOf(const Entry& entry,
+                                             StoreReads reads);
   // JobOf for each entry, the ended jobs' records read at once; an ended
   // job removed from the store since is left out.
   absl::StatusOr<std::vector<std::shared_ptr<Job>>> JobsOf(
-      const std::vector<Entry>& entries);
+      const std::vector<Entry>& entries, StoreReads reads);
   // An ended job's Job from its stored record (load_ended_).
   absl::StatusOr<std::shared_ptr<Job>> Rebuild(JobRecord record);
   absl::Status NotFound(const std::string& job_id) const;

@@ -310,22 +310,25 @@ absl::Status JobService::Resume(JobRecord record) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<Job>> JobService::Find(
-    const Caller& caller, const std::string& job_id) {
-  return registry_.Find(job_id, caller);
+absl::StatusOr<std::shared_ptr<Job>> JobService::Find(const Caller& caller,
+                                                      const std::string& job_id,
+                                                      StoreReads reads) {
+  return registry_.Find(job_id, caller, reads);
 }
 
 absl::StatusOr<v1::Job> JobService::Get(const Caller& caller,
-                                        const std::string& job_id) {
+                                        const std::string& job_id,
+                                        StoreReads reads) {
   SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
-                       registry_.Find(job_id, caller));
+                       registry_.Find(job_id, caller, reads));
   return Describe(*job);
 }
 
 absl::StatusOr<v1::Job> JobService::Cancel(const Caller& caller,
-                                           const std::string& job_id) {
+                                           const std::string& job_id,
+                                           StoreReads reads) {
   SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
-                       registry_.Find(job_id, caller));
+                       registry_.Find(job_id, caller, reads));
   Log(LogLevel::kInfo, "job cancel requested",
       {{"job_id", job_id}, {"by_tenant", caller.tenant}});
   job->Cancel(absl::CancelledError("cancelled by CancelJob"));
@@ -380,7 +383,8 @@ v1::Job JobService::Describe(const Job& job) const {
 }
 
 absl::StatusOr<v1::ListJobsResponse> JobService::List(
-    const Caller& caller, const v1::ListJobsRequest& request) {
+    const Caller& caller, const v1::ListJobsRequest& request,
+    StoreReads reads) {
   if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
     return absl::InvalidArgumentError(
         absl::StrCat("page_size: must be between 0 and ", kMaxPageSize,
@@ -393,7 +397,7 @@ absl::StatusOr<v1::ListJobsResponse> JobService::List(
   absl::StatusOr<JobRegistry::Page> page = registry_.ListPage(
       caller, request.page_token(),
       request.page_size() == 0 ? kDefaultPageSize : request.page_size(),
-      request.state());
+      request.state(), reads);
   if (!page.ok()) return page.status();
   v1::ListJobsResponse response;
   for (const std::shared_ptr<Job>& job : page->jobs) {

@@ -73,16 +73,23 @@ class JobService {
       absl::Span<const absl::string_view> rows);
 
   // The caller's job; NOT_FOUND naming the id, also for another tenant's.
-  absl::StatusOr<std::shared_ptr<Job>> Find(const Caller& caller,
-                                            const std::string& job_id);
+  // These four may read the store (an ended job is read back from it):
+  // with StoreReads::kRefused they answer only from memory, else
+  // StoreReadRefused (job_registry.h).
+  absl::StatusOr<std::shared_ptr<Job>> Find(
+      const Caller& caller, const std::string& job_id,
+      StoreReads reads = StoreReads::kAllowed);
   // The job as a client sees it: its snapshot, and whether its backend is
   // down while it runs.
   v1::Job Describe(const Job& job) const;
-  absl::StatusOr<v1::Job> Get(const Caller& caller, const std::string& job_id);
+  absl::StatusOr<v1::Job> Get(const Caller& caller, const std::string& job_id,
+                              StoreReads reads = StoreReads::kAllowed);
   absl::StatusOr<v1::Job> Cancel(const Caller& caller,
-                                 const std::string& job_id);
-  absl::StatusOr<v1::ListJobsResponse> List(const Caller& caller,
-                                            const v1::ListJobsRequest& request);
+                                 const std::string& job_id,
+                                 StoreReads reads = StoreReads::kAllowed);
+  absl::StatusOr<v1::ListJobsResponse> List(
+      const Caller& caller, const v1::ListJobsRequest& request,
+      StoreReads reads = StoreReads::kAllowed);
   // Removes a finished job and its stored results; FAILED_PRECONDITION for
   // one that has not finished. Blocks on the store.
   absl::Status Delete(const Caller& caller, const std::string& job_id);

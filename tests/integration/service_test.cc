@@ -6,6 +6,8 @@
 
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/json_util.h"
 #include "sdg/v1/generation.grpc.pb.h"
 #include "tests/integration/service_fixture.h"
@@ -307,6 +309,81 @@ TEST_F(ServiceTest, AStalledStoreWriteHoldsUpOnlyItsOwnCall) {
   EXPECT_TRUE(GetJob("stalled").ok());
   EXPECT_THAT(store->WriterThreads(),
               ::testing::Each(::testing::AnyOf("sdg-blocking", "sdg-worker")));
+}
+
+// Reads of jobs in memory never wait for the store: with every blocking
+// thread held by a stalled admission, a finished job is still found,
+// described, listed, watched and cancelled (a no-op) at once.
+TEST_F(ServiceTest, ReadsOfJobsInMemoryDoNotQueueBehindStalledWrites) {
+  auto store = std::make_shared<testing::LatchedStore>();
+  ServerOptions options;
+  options.store = store;
+  ServiceFixture::StartServer({{"sim", sim_.url()}}, options);
+  v1::GenerateJobRequest done = Request(3);
+  done.set_job_id("done");
+  ASSERT_EQ(Run(done).Finished().state(), v1::JOB_STATE_SUCCEEDED);
+
+  std::vector<std::thread> creators;
+  for (int i = 0; i < options.blocking_threads; ++i) {
+    const std::string id = absl::StrCat("stalled-", i);
+    store->ShutFor(id);
+    creators.emplace_back([this, id] {
+      v1::GenerateJobRequest stalled = Request(1);
+      stalled.set_job_id(id);
+      grpc::ClientContext context;
+      v1::Job job;
+      EXPECT_TRUE(stub_->CreateJob(&context, stalled, &job).ok());
+    });
+  }
+  absl::Cleanup release = [&] {
+    store->Open();
+    for (std::thread& creator : creators) creator.join();
+  };
+  store->AwaitWaiting(options.blocking_threads);
+
+  // Each call fails at its deadline, rather than hanging, if it waits.
+  auto with_deadline = [](grpc::ClientContext& context) {
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(60));
+  };
+  grpc::ClientContext get_context;
+  with_deadline(get_context);
+  v1::GetJobRequest get;
+  get.set_job_id("done");
+  v1::Job job;
+  grpc::Status got = stub_->GetJob(&get_context, get, &job);
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  EXPECT_EQ(job.rows_succeeded(), 3);
+
+  grpc::ClientContext list_context;
+  with_deadline(list_context);
+  v1::ListJobsResponse list;
+  grpc::Status listed =
+      stub_->ListJobs(&list_context, v1::ListJobsRequest(), &list);
+  ASSERT_TRUE(listed.ok()) << listed.error_message();
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).job_id(), "done");
+
+  grpc::ClientContext cancel_context;
+  with_deadline(cancel_context);
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id("done");
+  grpc::Status cancelled = stub_->CancelJob(&cancel_context, cancel, &job);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.error_message();
+  EXPECT_EQ(job.state(), v1::JOB_STATE_SUCCEEDED);
+
+  grpc::ClientContext watch_context;
+  with_deadline(watch_context);
+  v1::WatchJobRequest watch;
+  watch.set_job_id("done");
+  auto reader = stub_->WatchJob(&watch_context, watch);
+  v1::JobEvent event;
+  int events = 0;
+  while (reader->Read(&event)) ++events;
+  grpc::Status watched = reader->Finish();
+  ASSERT_TRUE(watched.ok()) << watched.error_message();
+  EXPECT_TRUE(event.has_finished());
+  EXPECT_GT(events, 2);
 }
 
 TEST_F(ServiceTest, UnknownJobIsNotFound) {

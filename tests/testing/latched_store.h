@@ -22,19 +22,20 @@ namespace sdg::testing {
 
 class LatchedStore final : public MemoryJobStore {
  public:
+  // Shuts the latch for `job_id` too.
   void ShutFor(const std::string& job_id) {
     absl::MutexLock lock(&latch_mu_);
-    latched_job_ = job_id;
+    latched_jobs_.insert(job_id);
   }
   void Open() {
     absl::MutexLock lock(&latch_mu_);
-    latched_job_.reset();
+    latched_jobs_.clear();
   }
-  // Returns once a write is waiting on the latch.
-  void AwaitWaiting() {
+  // Returns once `writes` writes are waiting on the latch.
+  void AwaitWaiting(int writes = 1) {
     absl::MutexLock lock(&latch_mu_);
-    auto waiting = [this]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
-      return waiting_ > 0;
+    auto waiting = [this, writes]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
+      return waiting_ >= writes;
     };
     latch_mu_.Await(absl::Condition(&waiting));
   }
@@ -96,7 +97,7 @@ class LatchedStore final : public MemoryJobStore {
     absl::MutexLock lock(&latch_mu_);
     ++waiting_;
     auto open = [&]() ABSL_SHARED_LOCKS_REQUIRED(latch_mu_) {
-      return latched_job_ != record.job_id;
+      return !latched_jobs_.contains(record.job_id);
     };
     latch_mu_.Await(absl::Condition(&open));
     --waiting_;
@@ -110,7 +111,7 @@ class LatchedStore final : public MemoryJobStore {
   }
 
   absl::Mutex latch_mu_;
-  std::optional<std::string> latched_job_ ABSL_GUARDED_BY(latch_mu_);
+  std::set<std::string> latched_jobs_ ABSL_GUARDED_BY(latch_mu_);
   int waiting_ ABSL_GUARDED_BY(latch_mu_) = 0;
   std::map<std::string, v1::JobState> saved_ ABSL_GUARDED_BY(latch_mu_);
   std::set<std::string> writer_threads_ ABSL_GUARDED_BY(latch_mu_);
