@@ -533,40 +533,53 @@ void Job::KeepTotalsLocked() {
   record_.last_sequence = tally_.last_sequence();
 }
 
+bool DescribedByRecord(const JobRecord& record) {
+  return record.finished.state() != v1::JOB_STATE_UNSPECIFIED &&
+         record.last_sequence != 0;
+}
+
+v1::Job DescribeStored(const JobSpec& spec, const JobRecord& record) {
+  v1::Job job;
+  job.set_job_id(spec.job_id);
+  job.set_tenant(record.tenant);
+  job.set_state(record.state);
+  job.set_block_name(spec.block.name());
+  job.set_backend(spec.block.backend());
+  *job.mutable_block() = spec.block;
+  job.set_total_rows(record.total_rows);
+  job.set_total_shards(record.total_shards);
+  job.set_rows_succeeded(record.finished.rows_succeeded());
+  job.set_rows_failed(record.finished.rows_failed());
+  job.set_shards_succeeded(record.finished.shards_succeeded());
+  job.set_shards_failed(record.finished.shards_failed());
+  SetTimestamp(record.create_time, job.mutable_create_time());
+  SetTimestamp(record.start_time, job.mutable_start_time());
+  SetTimestamp(record.end_time, job.mutable_end_time());
+  job.set_reason(record.reason);
+  job.set_resumed(record.resumed);
+  job.set_last_sequence(record.last_sequence);
+  if (spec.pipeline.has_value()) {
+    job.set_pipeline_steps(static_cast<int32_t>(spec.pipeline->steps.size()));
+  }
+  return job;
+}
+
 v1::Job Job::Snapshot() const {
   absl::MutexLock lock(&mu_);
-  v1::Job job;
-  job.set_job_id(spec_.job_id);
-  job.set_tenant(tenant_);
-  job.set_state(record_.state);
-  job.set_block_name(spec_.block.name());
-  job.set_backend(spec_.block.backend());
-  *job.mutable_block() = spec_.block;
-  // A job that ended before this process started has its final counts in
-  // its record, not in a tally (its totals too, unless its record was saved
-  // before they were kept: every ended job has a last event).
-  const bool final = record_.finished.state() != v1::JOB_STATE_UNSPECIFIED;
-  const bool totals_kept = final && record_.last_sequence != 0;
-  job.set_total_rows(totals_kept ? record_.total_rows : plan_.total_rows());
-  job.set_total_shards(totals_kept ? record_.total_shards
-                                   : source_.shards_cut());
-  job.set_rows_succeeded(final ? record_.finished.rows_succeeded()
-                               : tally_.rows_succeeded());
-  job.set_rows_failed(final ? record_.finished.rows_failed()
-                            : tally_.rows_failed());
-  job.set_shards_succeeded(final ? record_.finished.shards_succeeded()
-                                 : tally_.shards_succeeded());
-  job.set_shards_failed(final ? record_.finished.shards_failed()
-                              : tally_.shards_failed());
-  SetTimestamp(record_.create_time, job.mutable_create_time());
-  SetTimestamp(record_.start_time, job.mutable_start_time());
-  SetTimestamp(record_.end_time, job.mutable_end_time());
-  job.set_reason(record_.reason);
-  job.set_resumed(record_.resumed);
-  job.set_last_sequence(totals_kept ? record_.last_sequence
-                                    : tally_.last_sequence());
-  if (is_pipeline()) {
-    job.set_pipeline_steps(static_cast<int32_t>(spec_.pipeline->steps.size()));
+  v1::Job job = DescribeStored(spec_, record_);
+  // Until a job ends its counts are in its tally. A job that ended before
+  // this process started has its final counts in its record, and its
+  // totals too unless the record was saved before they were kept.
+  if (record_.finished.state() == v1::JOB_STATE_UNSPECIFIED) {
+    job.set_rows_succeeded(tally_.rows_succeeded());
+    job.set_rows_failed(tally_.rows_failed());
+    job.set_shards_succeeded(tally_.shards_succeeded());
+    job.set_shards_failed(tally_.shards_failed());
+  }
+  if (!DescribedByRecord(record_)) {
+    job.set_total_rows(plan_.total_rows());
+    job.set_total_shards(source_.shards_cut());
+    job.set_last_sequence(tally_.last_sequence());
   }
   return job;
 }

@@ -30,6 +30,14 @@
 
 namespace sdg {
 
+// True for the record of an ended job that describes it alone (its final
+// counts and totals saved with its final state).
+bool DescribedByRecord(const JobRecord& record);
+// The job as a client sees it, from its spec and its record: an ended
+// job's whole description when DescribedByRecord (Job::Snapshot adds what a
+// job in memory counts).
+v1::Job DescribeStored(const JobSpec& spec, const JobRecord& record);
+
 class Job : public std::enable_shared_from_this<Job> {
  public:
   // A job admitted now. `record` is in `store` already; the job's log is

@@ -97,12 +97,14 @@ absl::StatusOr<std::shared_ptr<Job>> JobRegistry::JobOf(const Entry& entry,
 }
 
 absl::StatusOr<std::shared_ptr<Job>> JobRegistry::Rebuild(JobRecord record) {
-  if (record.unfinished()) {
-    return absl::InternalError(absl::StrCat(
-        "the store holds job ", Quoted(record.job_id),
-        " as unfinished, but this server ended it; restart sdgd to resume it"));
-  }
+  if (record.unfinished()) return StoredUnfinished(record.job_id);
   return load_ended_(std::move(record));
+}
+
+absl::Status JobRegistry::StoredUnfinished(const std::string& job_id) {
+  return absl::InternalError(absl::StrCat(
+      "the store holds job ", Quoted(job_id),
+      " as unfinished, but this server ended it; restart sdgd to resume it"));
 }
 
 std::vector<std::pair<uint64_t, JobRegistry::Entry>> JobRegistry::All() {
@@ -169,11 +171,11 @@ absl::StatusOr<JobRegistry::Page> JobRegistry::ListPage(
       last_listed = position;
     }
   }
-  SDG_ASSIGN_OR_RETURN(page.jobs, JobsOf(chosen, reads));
+  SDG_ASSIGN_OR_RETURN(page.jobs, ListedOf(chosen, reads));
   return page;
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<Job>>> JobRegistry::JobsOf(
+absl::StatusOr<std::vector<JobRegistry::Listed>> JobRegistry::ListedOf(
     const std::vector<Entry>& entries, StoreReads reads) {
   std::vector<std::string> ended;
   for (const Entry& entry : entries) {
@@ -186,18 +188,18 @@ absl::StatusOr<std::vector<std::shared_ptr<Job>>> JobRegistry::JobsOf(
   }
   // Records come in the entries' order; one removed since is skipped.
   auto record = records.begin();
-  std::vector<std::shared_ptr<Job>> jobs;
-  jobs.reserve(entries.size());
+  std::vector<Listed> listed;
+  listed.reserve(entries.size());
   for (const Entry& entry : entries) {
     if (entry.job != nullptr) {
-      jobs.push_back(entry.job);
+      listed.push_back({.job = entry.job, .ended = {}});
       continue;
     }
     if (record == records.end() || record->job_id != entry.job_id) continue;
-    SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job, Rebuild(*record++));
-    jobs.push_back(std::move(job));
+    if (record->unfinished()) return StoredUnfinished(record->job_id);
+    listed.push_back({.job = nullptr, .ended = std::move(*record++)});
   }
-  return jobs;
+  return listed;
 }
 
 v1::JobState JobRegistry::StateOf(const Entry& entry) const {

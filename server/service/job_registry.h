@@ -79,10 +79,18 @@ class JobRegistry {
   int ForgetEndedJobs();
 
   // Up to `size` of the caller's jobs in `state` (UNSPECIFIED: any), oldest
-  // first, after the position `page_token` names ("" for the first page).
-  // The next page's token, or "" after the last.
+  // first, after the position `page_token` names ("" for the first page):
+  // each the job in memory or, for an ended job, its stored record (read
+  // for the page at once). The next page's token, or "" after the last.
+  struct Listed {
+    std::shared_ptr<Job> job;
+    JobRecord ended;  // when `job` is null
+    const std::string& job_id() const {
+      return job != nullptr ? job->id() : ended.job_id;
+    }
+  };
   struct Page {
-    std::vector<std::shared_ptr<Job>> jobs;
+    std::vector<Listed> jobs;
     std::string next_page_token;
   };
   absl::StatusOr<Page> ListPage(const Caller& caller,
@@ -113,12 +121,14 @@ class JobRegistry {
   // The entry's Job: its own, or the ended job's built from the store.
   absl::StatusOr<std::shared_ptr<Job>> JobOf(const Entry& entry,
                                              StoreReads reads);
-  // JobOf for each entry, the ended jobs' records read at once; an ended
-  // job removed from the store since is left out.
-  absl::StatusOr<std::vector<std::shared_ptr<Job>>> JobsOf(
+  // What a page lists of each entry, the ended jobs' records read at once;
+  // an ended job removed from the store since is left out.
+  absl::StatusOr<std::vector<Listed>> ListedOf(
       const std::vector<Entry>& entries, StoreReads reads);
   // An ended job's Job from its stored record (load_ended_).
   absl::StatusOr<std::shared_ptr<Job>> Rebuild(JobRecord record);
+  // INTERNAL: the store holds a job this server ended as unfinished.
+  static absl::Status StoredUnfinished(const std::string& job_id);
   absl::Status NotFound(const std::string& job_id) const;
 
   const absl::Duration retention_;

@@ -250,23 +250,26 @@ absl::StatusOr<int> JobService::ResumeStoredJobs() {
   return resumed;
 }
 
-JobService::Rebuilt JobService::Rebuild(JobRecord record) {
-  Rebuilt rebuilt;
+JobSpec JobService::StoredSpec(const JobRecord& record,
+                               absl::Status* invalid) const {
   absl::StatusOr<JobSpec> validated =
       ValidateRequest(record.request, backends_, options_.limits);
-  rebuilt.invalid = validated.status();
+  if (invalid != nullptr) *invalid = validated.status();
+  if (validated.ok()) return *std::move(validated);
+  // Enough of a spec to list the job, or to fail it.
   JobSpec spec;
-  if (validated.ok()) {
-    spec = *std::move(validated);
-  } else {
-    // Enough of a spec to list the job, or to fail it.
-    spec.job_id = record.job_id;
-    spec.block = record.request.block();
-    spec.batch_size = record.request.batch_size() > 0
-                          ? record.request.batch_size()
-                          : v1::kDefaultBatchSize;
-    spec.num_workers = 1;
-  }
+  spec.job_id = record.job_id;
+  spec.block = record.request.block();
+  spec.batch_size = record.request.batch_size() > 0
+                        ? record.request.batch_size()
+                        : v1::kDefaultBatchSize;
+  spec.num_workers = 1;
+  return spec;
+}
+
+JobService::Rebuilt JobService::Rebuild(JobRecord record) {
+  Rebuilt rebuilt;
+  JobSpec spec = StoredSpec(record, &rebuilt.invalid);
   // An ended job's record describes it (its totals), unless it was saved
   // before they were kept: then its dataset counts its rows.
   std::shared_ptr<Dataset> dataset;
@@ -400,8 +403,18 @@ absl::StatusOr<v1::ListJobsResponse> JobService::List(
       request.state(), reads);
   if (!page.ok()) return page.status();
   v1::ListJobsResponse response;
-  for (const std::shared_ptr<Job>& job : page->jobs) {
-    *response.add_jobs() = Describe(*job);
+  for (JobRegistry::Listed& listed : page->jobs) {
+    if (listed.job != nullptr) {
+      *response.add_jobs() = Describe(*listed.job);
+    } else if (DescribedByRecord(listed.ended)) {
+      *response.add_jobs() = DescribeStored(
+          StoredSpec(listed.ended, /*invalid=*/nullptr), listed.ended);
+    } else {
+      // Saved before an ended job's totals were kept: its Job counts them.
+      SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
+                           Rebuild(std::move(listed.ended)).job);
+      *response.add_jobs() = Describe(*job);
+    }
   }
   response.set_next_page_token(page->next_page_token);
   return response;

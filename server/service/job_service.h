@@ -148,6 +148,9 @@ class JobService {
     absl::Status invalid;
   };
   Rebuilt Rebuild(JobRecord record);
+  // A stored job's spec, as its request validates on this server; if it
+  // does not (`invalid` says why), enough of one to list the job.
+  JobSpec StoredSpec(const JobRecord& record, absl::Status* invalid) const;
   // An unfinished stored job, listed and handed to the scheduler.
   absl::Status Resume(JobRecord record);
 
