@@ -1,6 +1,7 @@
 #include "server/api/generation_service.h"
 
 #include "absl/time/clock.h"
+#include "base/status_macros.h"
 #include "server/api/job_stream.h"
 #include "server/api/status_util.h"
 #include "server/api/upload_reactor.h"
@@ -146,12 +147,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(
   if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
     return JobStreamReactor::Reject(ToGrpcStatus(s));
   }
-  absl::StatusOr<std::shared_ptr<Job>> job =
-      jobs_.Find(*caller, decoded.job_id(), StoreReads::kRefused);
-  if (!IsStoreReadRefused(job.status())) {
-    if (!job.ok()) return JobStreamReactor::Reject(ToGrpcStatus(job.status()));
-    absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
-        (*job)->log()->Read(decoded.after_sequence());
+  absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
+      ReadEvents(*caller, decoded, StoreReads::kRefused);
+  if (!IsStoreReadRefused(reader.status())) {
     if (!reader.ok()) {
       return JobStreamReactor::Reject(ToGrpcStatus(reader.status()));
     }
@@ -161,15 +159,20 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::WatchJob(
   JobStreamReactor* reactor = JobStreamReactor::CreatePending();
   blocking_.Post([this, reactor, caller = *std::move(caller),
                   decoded = std::move(decoded)] {
-    absl::StatusOr<std::shared_ptr<Job>> job =
-        jobs_.Find(caller, decoded.job_id());
-    if (!job.ok()) return reactor->Fail(ToGrpcStatus(job.status()));
     absl::StatusOr<std::unique_ptr<EventLog::Reader>> reader =
-        (*job)->log()->Read(decoded.after_sequence());
+        ReadEvents(caller, decoded, StoreReads::kAllowed);
     if (!reader.ok()) return reactor->Fail(ToGrpcStatus(reader.status()));
     reactor->Begin(*std::move(reader), nullptr);
   });
   return reactor;
+}
+
+absl::StatusOr<std::unique_ptr<EventLog::Reader>> GenerationService::ReadEvents(
+    const Caller& caller, const v1::WatchJobRequest& request,
+    StoreReads reads) {
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
+                       jobs_.Find(caller, request.job_id(), reads));
+  return job->log()->Read(request.after_sequence());
 }
 
 grpc::ServerReadReactor<v1::DatasetChunk>* GenerationService::UploadDataset(

@@ -74,6 +74,11 @@ class GenerationService final : public GenerationServiceBase {
   // events, or fails the call.
   void StartGenerateJob(JobStreamReactor& reactor, absl::Time deadline,
                         const Caller& caller, const DecodedJobRequest& request);
+  // WatchJob's reader of the caller's job's events after the sequence it
+  // names (StoreReadRefused if that needs the store and `reads` refuses).
+  absl::StatusOr<std::unique_ptr<EventLog::Reader>> ReadEvents(
+      const Caller& caller, const v1::WatchJobRequest& request,
+      StoreReads reads);
 
   Authenticator& authenticator_;
   JobService& jobs_;

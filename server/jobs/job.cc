@@ -210,26 +210,22 @@ uint64_t Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
   return last;
 }
 
-void Job::SaveRecord() {
-  if (absl::Status saved = WriteRecord(); !saved.ok()) {
-    Log(LogLevel::kError, "job store: cannot save the job's state",
-        {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
-  }
-}
-
-absl::Status Job::WriteRecord() {
+bool Job::SaveRecord() {
   absl::MutexLock saving(&save_mu_);
   JobRecord record;
   {
     absl::MutexLock lock(&mu_);
     // A suspended job's stored state stays QUEUED or RUNNING: it resumes
     // when sdgd starts again.
-    if (record_.state == v1::JOB_STATE_SUSPENDED) {
-      return absl::FailedPreconditionError("the job is suspended");
-    }
+    if (record_.state == v1::JOB_STATE_SUSPENDED) return false;
     record = record_;
   }
-  return store_.UpdateJob(record);
+  if (absl::Status saved = store_.UpdateJob(record); !saved.ok()) {
+    Log(LogLevel::kError, "job store: cannot save the job's state",
+        {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
+    return false;
+  }
+  return true;
 }
 
 void Job::MarkRunning() {
@@ -514,17 +510,13 @@ void Job::MarkFinished() {
     }
     if (record_.state == v1::JOB_STATE_SUSPENDED) return;
   }
-  const absl::Status saved = WriteRecord();
-  if (!saved.ok()) {
-    Log(LogLevel::kError, "job store: cannot save the job's final state",
-        {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
-  }
+  const bool saved = SaveRecord();
   // A finished job holds no open file; readers open their own.
   std::shared_ptr<EventLog> finished_log =
       store_.OpenFinishedJobLog(spec_.job_id);
   absl::MutexLock lock(&mu_);
   log_ = std::move(finished_log);
-  stored_ended_ = saved.ok();
+  stored_ended_ = saved;
 }
 
 void Job::KeepTotalsLocked() {

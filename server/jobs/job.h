@@ -127,8 +127,10 @@ class Job : public std::enable_shared_from_this<Job> {
   // Writes the record to the store. One job's writes run one at a time, each
   // of the record as it is when its turn comes, so an older record never
   // overwrites a newer one. Holds none of the locks the scheduler or a
-  // reader of the job takes while the store writes.
-  void SaveRecord() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
+  // reader of the job takes while the store writes. Returns false (and
+  // logs why) if the store refused it, or for a suspended job, whose stored
+  // state stays unfinished.
+  bool SaveRecord() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
 
   // The job's events, for watchers.
   std::shared_ptr<EventLog> log() const;
@@ -149,9 +151,6 @@ class Job : public std::enable_shared_from_this<Job> {
   static ShardPlan SeedPlan(const JobSpec& spec, const Dataset* dataset);
   // A failed commit of the job's log suspends the job (Suspend).
   void SuspendOnCommitError();
-  // SaveRecord's write, its error returned (FAILED_PRECONDITION, writing
-  // nothing, for a suspended job).
-  absl::Status WriteRecord() ABSL_LOCKS_EXCLUDED(save_mu_, mu_);
   // MarkFinished's two ends, under mu_: a suspended job's (its log ends
   // with UNAVAILABLE, its record stays unfinished), and a finished job's
   // (its `finished` event, state and reason).

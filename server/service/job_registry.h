@@ -8,7 +8,8 @@
 // well. No call walks every job: Find and Add cost the same with fifty
 // thousand jobs stored as with none. A caller finds only the jobs it owns
 // (caller.h): another tenant's job is NOT_FOUND, as if it did not exist.
-// Find and ListPage may read the store: call them off gRPC's reactions.
+// Find and ListPage may read the store: call them off gRPC's reactions,
+// or with StoreReads::kRefused.
 #ifndef SDG_SERVER_SERVICE_JOB_REGISTRY_H_
 #define SDG_SERVER_SERVICE_JOB_REGISTRY_H_
 

@@ -273,7 +273,7 @@ JobService::Rebuilt JobService::Rebuild(JobRecord record) {
   // An ended job's record describes it (its totals), unless it was saved
   // before they were kept: then its dataset counts its rows.
   std::shared_ptr<Dataset> dataset;
-  if (record.unfinished() || record.last_sequence == 0) {
+  if (!DescribedByRecord(record)) {
     absl::StatusOr<std::shared_ptr<Dataset>> opened =
         store_.OpenJobDataset(record.job_id);
     if (opened.ok()) {

@@ -13,6 +13,14 @@ absl::Status NoSuchUpload(const std::string& dataset_id) {
       "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
 }
 
+absl::StatusOr<JobRecord> JobStore::LoadJob(const std::string& job_id) {
+  absl::StatusOr<std::vector<JobRecord>> records =
+      LoadJobsById(absl::MakeConstSpan(&job_id, 1));
+  if (!records.ok()) return records.status();
+  if (records->empty()) return NoSuchJob(job_id);
+  return std::move(records->front());
+}
+
 absl::Status NoSuchJob(const std::string& job_id) {
   return absl::NotFoundError(
       absl::StrCat("the store holds no job ", Quoted(job_id)));

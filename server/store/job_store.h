@@ -112,7 +112,7 @@ class JobStore {
   // Every job, oldest first.
   virtual absl::StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
   // One job's record. NOT_FOUND (NoSuchJob) for a job not stored.
-  virtual absl::StatusOr<JobRecord> LoadJob(const std::string& job_id) = 0;
+  absl::StatusOr<JobRecord> LoadJob(const std::string& job_id);
   // The records of those of `job_ids` the store holds, in the order given,
   // read at once (a page of ListJobs): one transaction, or one query.
   virtual absl::StatusOr<std::vector<JobRecord>> LoadJobsById(

@@ -138,13 +138,6 @@ absl::Status MemoryJobStore::UpdateJob(const JobRecord& record) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JobRecord> MemoryJobStore::LoadJob(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = records_.find(job_id);
-  if (it == records_.end()) return NoSuchJob(job_id);
-  return it->second.record;
-}
-
 absl::StatusOr<std::vector<JobRecord>> MemoryJobStore::LoadJobsById(
     absl::Span<const std::string> job_ids) {
   absl::MutexLock lock(&mu_);

@@ -658,16 +658,6 @@ absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::LoadJobs() {
   return records;
 }
 
-absl::StatusOr<JobRecord> PostgresJobStore::LoadJob(const std::string& job_id) {
-  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
-  SDG_ASSIGN_OR_RETURN(pg::Result rows,
-                       conn->Exec(absl::StrCat("SELECT ", kJobColumns,
-                                               " FROM jobs WHERE job_id = $1"),
-                                  pg::Params().Text(job_id), "loading a job"));
-  if (rows.rows() == 0) return NoSuchJob(job_id);
-  return RecordFrom(rows, 0);
-}
-
 absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::LoadJobsById(
     absl::Span<const std::string> job_ids) {
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());

@@ -63,7 +63,6 @@ class PostgresJobStore final : public JobStore {
   absl::Status UpdateJob(const JobRecord& record) override;
   absl::Status RemoveJob(const std::string& job_id) override;
   absl::StatusOr<std::vector<JobRecord>> LoadJobs() override;
-  absl::StatusOr<JobRecord> LoadJob(const std::string& job_id) override;
   absl::StatusOr<std::vector<JobRecord>> LoadJobsById(
       absl::Span<const std::string> job_ids) override;
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(

@@ -472,23 +472,19 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobs() {
   return records;
 }
 
-absl::StatusOr<JobRecord> SqliteJobStore::LoadJob(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  SDG_ASSIGN_OR_RETURN(std::optional<JobRecord> record, SelectJob(job_id));
-  if (!record.has_value()) return NoSuchJob(job_id);
-  return *std::move(record);
-}
-
 absl::StatusOr<std::vector<JobRecord>> SqliteJobStore::LoadJobsById(
     absl::Span<const std::string> job_ids) {
   absl::MutexLock lock(&mu_);
   // One read transaction for them all: each statement would otherwise be a
-  // transaction of its own, with its locks taken and released.
-  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  // transaction of its own, with its locks taken and released. (One
+  // statement alone is one already.)
+  const bool several = job_ids.size() > 1;
+  if (several &&
+      sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return Error("starting to load jobs");
   }
-  absl::Cleanup end = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  absl::Cleanup end = [this, several]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (several) sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   };
   std::vector<JobRecord> records;
   for (const std::string& job_id : job_ids) {
