@@ -47,17 +47,27 @@ void Release(const void* address) {
 // Abseil evaluates a waiter's condition inside the library, on the waiting
 // thread or on the thread that unlocks; either way the evaluator holds the
 // mutex, so the evaluation is annotated as a critical section of its own.
+// The waiter builds this on its stack and the unlocking thread may read it:
+// Wrap publishes it (a release on its address) and Eval acquires that
+// before reading a field. The wrapping Condition uses the void* form, whose
+// fields only the library reads: with the template form, its header-defined
+// caller read them in instrumented code before Eval could order anything,
+// which TSan reported one run in many (ExecutorTest, a Notification waited
+// on with a timeout while another thread notified).
 struct AnnotatedCondition {
   const absl::Condition* condition;
   const absl::Mutex* mu;
 
-  static bool Eval(AnnotatedCondition* self) {
+  static bool Eval(void* arg) {
+    Acquire(arg);
+    auto* self = static_cast<AnnotatedCondition*>(arg);
     Acquire(self->mu);
     bool result = self->condition->Eval();
     Release(self->mu);
     return result;
   }
   absl::Condition Wrap() {
+    Release(this);
     return absl::Condition(&AnnotatedCondition::Eval, this);
   }
 };
