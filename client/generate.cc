@@ -294,7 +294,6 @@ absl::Status ApplyEvent(const v1::JobEvent& event, ResultFiles& files,
     case v1::JobEvent::kProgress:
       progress.SetRates(event.progress());
       break;
-    case v1::JobEvent::kStageRows:  // the server's own; never streamed
     case v1::JobEvent::EVENT_NOT_SET:
       break;
   }

@@ -19,7 +19,7 @@ StreamCursor::Action StreamCursor::NextActionLocked() {
   absl::StatusOr<std::optional<EventLog::EncodedEvent>> next = reader_->Next();
   // The rows a pipeline carries to a barrier stay in the job's log.
   while (next.ok() && next->has_value() &&
-         (*next)->event_case == v1::JobEvent::kStageRows) {
+         (*next)->event_case == LogEvent::kStageRows) {
     next = reader_->Next();
   }
   if (!next.ok()) {

@@ -18,6 +18,13 @@ void SetTimestamp(absl::Time time, google::protobuf::Timestamp* out) {
       absl::ToUnixNanos(time));
 }
 
+// "shard 3"; "stage 1 shard 3" for a pipeline's later stage, whose rows are
+// counted within the stage's input.
+std::string ShardName(const ShardSpec& shard) {
+  if (shard.stage == 0) return absl::StrCat("shard ", shard.index);
+  return absl::StrCat("stage ", shard.stage, " shard ", shard.index);
+}
+
 }  // namespace
 
 absl::string_view StateLabel(v1::JobState state) {
@@ -48,9 +55,8 @@ absl::StatusOr<std::shared_ptr<Job>> Job::Create(
     JobSpec spec, JobRecord record, std::shared_ptr<Dataset> dataset,
     JobStore& store, Metrics& metrics) {
   const int64_t shard_count = SeedPlan(spec, dataset.get()).shard_count();
-  SDG_ASSIGN_OR_RETURN(
-      std::shared_ptr<EventLog> log,
-      store.OpenJobLog(record.job_id, [](const v1::JobEvent&) {}));
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<EventLog> log,
+                       store.OpenJobLog(record.job_id, [](const LogEvent&) {}));
   auto job = std::make_shared<Job>(ConstructionKey(), std::move(spec),
                                    std::move(record), std::move(dataset), log,
                                    JobTally(shard_count), store, metrics);
@@ -65,9 +71,8 @@ absl::StatusOr<std::shared_ptr<Job>> Job::Restore(
   std::shared_ptr<EventLog> log;
   if (record.unfinished()) {
     SDG_ASSIGN_OR_RETURN(
-        log, store.OpenJobLog(record.job_id, [&tally](const v1::JobEvent& e) {
-          tally.Add(e);
-        }));
+        log, store.OpenJobLog(record.job_id,
+                              [&tally](const LogEvent& e) { tally.Add(e); }));
     if (!tally.finished().has_value()) {
       ++record.resumed;
       metrics.JobResumed();
@@ -163,13 +168,12 @@ absl::StatusOr<ShardInput> Job::ReadInput(const ShardSpec& shard) const {
     return rows;
   }
   SDG_ASSIGN_OR_RETURN(std::vector<PipelineRow> rows, ReadStageRows(shard));
-  return StageInput{StageOf(shard), std::move(rows)};
+  return StageInput{shard.stage, std::move(rows)};
 }
 
 absl::StatusOr<std::vector<PipelineRow>> Job::ReadStageRows(
     const ShardSpec& shard) const {
-  const int stage = StageOf(shard);
-  if (stage == 0) {
+  if (shard.stage == 0) {
     absl::StatusOr<std::vector<google::protobuf::Struct>> seeds =
         ReadRows(shard);
     if (!seeds.ok()) return seeds.status();
@@ -197,16 +201,16 @@ std::shared_ptr<EventLog> Job::log() const {
   return log_;
 }
 
-void Job::AppendLocked(v1::JobEvent event) {
-  std::vector<v1::JobEvent> group;
+void Job::AppendLocked(LogEvent event) {
+  std::vector<LogEvent> group;
   group.push_back(std::move(event));
   AppendGroupLocked(std::move(group));
 }
 
-uint64_t Job::AppendGroupLocked(std::vector<v1::JobEvent> group) {
-  for (v1::JobEvent& event : group) event.set_job_id(spec_.job_id);
+uint64_t Job::AppendGroupLocked(std::vector<LogEvent> group) {
+  for (LogEvent& event : group) event.set_job_id(spec_.job_id);
   const uint64_t last = log_->AppendGroup(absl::MakeSpan(group));
-  for (const v1::JobEvent& event : group) tally_.Add(event);
+  for (const LogEvent& event : group) tally_.Add(event);
   return last;
 }
 
@@ -245,7 +249,7 @@ void Job::MarkRunning() {
          {"shards_to_run", source_.shards_to_run()}});
     return;
   }
-  v1::JobEvent event;
+  LogEvent event;
   v1::JobStarted* started = event.mutable_started();
   started->set_total_rows(plan_.total_rows());
   started->set_total_shards(plan_.shard_count());
@@ -263,12 +267,12 @@ void Job::MarkRunning() {
        {"num_workers", spec_.num_workers}});
 }
 
-std::vector<v1::JobEvent> Job::ShardEventsOf(const ShardSpec& shard,
-                                             ShardOutcome outcome) const {
+std::vector<LogEvent> Job::ShardEventsOf(const ShardSpec& shard,
+                                         ShardOutcome outcome) const {
   if (!outcome.status.ok()) {
     std::string step;
     if (is_pipeline()) {
-      const StageSpec& range = spec_.pipeline->stages[StageOf(shard)];
+      const StageSpec& range = spec_.pipeline->stages[shard.stage];
       if (range.first_step < range.end_step) {
         step = spec_.pipeline->steps[range.first_step].name;
       }
@@ -277,8 +281,7 @@ std::vector<v1::JobEvent> Job::ShardEventsOf(const ShardSpec& shard,
         WholeShardErrorEvent(shard, outcome.status, outcome.attempts, step)};
   }
   if (is_pipeline()) {
-    return StageShardEvents(shard, *spec_.pipeline, StageOf(shard),
-                            std::move(outcome));
+    return StageShardEvents(shard, *spec_.pipeline, std::move(outcome));
   }
   return BlockShardEvents(shard, std::move(outcome));
 }
@@ -320,6 +323,7 @@ bool Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
   if (failed && first_error.code() != absl::StatusCode::kCancelled) {
     Log(LogLevel::kWarning, "shard failed",
         {{"job_id", spec_.job_id},
+         {"stage", shard.stage},
          {"shard", shard.index},
          {"rows_failed", rows_failed},
          {"backend", spec_.block.backend()},
@@ -329,10 +333,12 @@ bool Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
   }
 
   const int64_t completion_tokens = outcome.completion_tokens;
-  std::vector<v1::JobEvent> group = ShardEventsOf(shard, std::move(outcome));
+  std::vector<LogEvent> group = ShardEventsOf(shard, std::move(outcome));
   if (group.empty()) {
     // A shard with nothing to say still commits (a runner with no rows).
-    group.emplace_back().mutable_shard_result()->set_shard_index(shard.index);
+    v1::ShardResult* empty = group.emplace_back().mutable_shard_result();
+    empty->set_shard_index(shard.index);
+    empty->set_stage(shard.stage);
   }
   std::shared_ptr<EventLog> log;
   uint64_t last_sequence = 0;
@@ -340,7 +346,7 @@ bool Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
     absl::MutexLock lock(&mu_);
     tokens_generated_ += completion_tokens;
     // Rows for a barrier wait in their stage's pending rows too.
-    for (const v1::JobEvent& event : group) {
+    for (const LogEvent& event : group) {
       if (event.has_stage_rows()) {
         source_.AddBarrierRows(shard, event.stage_rows().rows());
       }
@@ -369,7 +375,7 @@ bool Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
   log->AwaitRoom();
   if (fail_fast) {
     Cancel(absl::AbortedError(
-        absl::StrCat("shard ", shard.index, " (rows ", shard.first_row, "-",
+        absl::StrCat(ShardName(shard), " (rows ", shard.first_row, "-",
                      shard.first_row + shard.row_count - 1,
                      ") failed and error_policy is ERROR_POLICY_FAIL_FAST: ",
                      first_error.message())));
@@ -388,7 +394,7 @@ void Job::AppendProgressIfDueLocked() {
   if (now - last_progress_ < kProgressInterval) return;
   last_progress_ = now;
   const double seconds = absl::ToDoubleSeconds(now - run_start_);
-  v1::JobEvent event;
+  LogEvent event;
   v1::JobProgress* progress = event.mutable_progress();
   progress->set_rows_done(tally_.rows_succeeded());
   progress->set_rows_failed(tally_.rows_failed());
@@ -461,7 +467,7 @@ void Job::EndFinishedLocked(const absl::Status& stop_reason) {
   for (const v1::StepCounts& step : tally_.steps()) {
     *finished.add_steps() = step;
   }
-  v1::JobEvent event;
+  LogEvent event;
   *event.mutable_finished() = finished;
   AppendLocked(std::move(event));
   log_->End(absl::OkStatus());

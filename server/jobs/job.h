@@ -27,6 +27,7 @@
 #include "server/store/dataset.h"
 #include "server/store/event_log.h"
 #include "server/store/job_store.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -163,18 +164,18 @@ class Job : public std::enable_shared_from_this<Job> {
   // The state a job ends in, and why (empty when it succeeded).
   std::pair<v1::JobState, std::string> EndStateLocked(
       const absl::Status& stop_reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AppendLocked(v1::JobEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AppendLocked(LogEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A shard's events, committed together.
   // Returns the last event's sequence.
-  uint64_t AppendGroupLocked(std::vector<v1::JobEvent> group)
+  uint64_t AppendGroupLocked(std::vector<LogEvent> group)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A pipeline's shard whose events are committed: the rows it holds back
   // at its stage's barrier go on (unless the job is stopping).
   void CountCommittedShard(const ShardSpec& shard) ABSL_LOCKS_EXCLUDED(mu_);
   void AppendProgressIfDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The events `outcome` is committed as (shard_events.h); needs no lock.
-  std::vector<v1::JobEvent> ShardEventsOf(const ShardSpec& shard,
-                                          ShardOutcome outcome) const;
+  std::vector<LogEvent> ShardEventsOf(const ShardSpec& shard,
+                                      ShardOutcome outcome) const;
 
   const JobSpec spec_;
   const ShardPlan plan_;

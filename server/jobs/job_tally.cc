@@ -7,23 +7,33 @@
 
 namespace sdg {
 
-JobTally::ShardState* JobTally::StateOf(int64_t shard) {
-  if (shard < 0) return nullptr;
-  if (shard >= kStageStride) return &later_shard_state_[shard];
-  // A resumed pipeline's first stage is as long as its plan; an index past
-  // any a job could have is a damaged log's, and ignored.
-  if (shard >= static_cast<int64_t>(shard_state_.size())) return nullptr;
-  return &shard_state_[shard];
+namespace {
+
+template <typename Shard>
+ShardId IdOf(const Shard& shard) {
+  return LoggedShardId(shard.stage(), shard.shard_index());
 }
 
-bool JobTally::committed(int64_t shard) const {
-  if (shard >= kStageStride) {
+}  // namespace
+
+JobTally::ShardState* JobTally::StateOf(ShardId shard) {
+  if (shard.stage < 0 || shard.index < 0) return nullptr;
+  if (shard.stage > 0) return &later_shard_state_[shard];
+  // A resumed pipeline's first stage is as long as its plan; an index past
+  // any a job could have is a damaged log's, and ignored.
+  if (shard.index >= static_cast<int64_t>(shard_state_.size())) return nullptr;
+  return &shard_state_[shard.index];
+}
+
+bool JobTally::committed(ShardId shard) const {
+  if (shard.stage > 0) {
     auto found = later_shard_state_.find(shard);
     return found != later_shard_state_.end() &&
            found->second != ShardState::kNotCommitted;
   }
-  return shard >= 0 && shard < static_cast<int64_t>(shard_state_.size()) &&
-         shard_state_[shard] != ShardState::kNotCommitted;
+  return shard.stage == 0 && shard.index >= 0 &&
+         shard.index < static_cast<int64_t>(shard_state_.size()) &&
+         shard_state_[shard.index] != ShardState::kNotCommitted;
 }
 
 void JobTally::AddSteps(
@@ -42,7 +52,7 @@ void JobTally::AddSteps(
   }
 }
 
-std::vector<v1::ResultRow> JobTally::TakeStageRows(int64_t first, int64_t end) {
+std::vector<v1::ResultRow> JobTally::TakeStageRows(ShardId first, ShardId end) {
   std::vector<v1::ResultRow> rows;
   auto begin = stage_rows_.lower_bound(first);
   auto stop = stage_rows_.lower_bound(end);
@@ -53,7 +63,7 @@ std::vector<v1::ResultRow> JobTally::TakeStageRows(int64_t first, int64_t end) {
   return rows;
 }
 
-bool JobTally::CommitSucceeded(int64_t shard) {
+bool JobTally::CommitSucceeded(ShardId shard) {
   ShardState* state = StateOf(shard);
   if (state == nullptr) return false;
   if (*state == ShardState::kNotCommitted) {
@@ -64,14 +74,14 @@ bool JobTally::CommitSucceeded(int64_t shard) {
   return true;
 }
 
-void JobTally::Add(const v1::JobEvent& event) {
+void JobTally::Add(const LogEvent& event) {
   last_sequence_ = event.sequence();
   switch (event.event_case()) {
-    case v1::JobEvent::kStarted:
+    case LogEvent::kStarted:
       started_ = true;
       break;
-    case v1::JobEvent::kShardResult: {
-      if (!CommitSucceeded(event.shard_result().shard_index())) break;
+    case LogEvent::kShardResult: {
+      if (!CommitSucceeded(IdOf(event.shard_result()))) break;
       // A block's row counts once (sample 0); a pipeline's rows all do.
       for (const v1::ResultRow& row : event.shard_result().rows()) {
         if (row.sample_index() == 0) ++rows_succeeded_;
@@ -79,17 +89,17 @@ void JobTally::Add(const v1::JobEvent& event) {
       AddSteps(event.shard_result().steps());
       break;
     }
-    case v1::JobEvent::kStageRows: {
-      if (!CommitSucceeded(event.stage_rows().shard_index())) break;
-      std::vector<v1::ResultRow>& rows =
-          stage_rows_[event.stage_rows().shard_index()];
+    case LogEvent::kStageRows: {
+      const ShardId shard = IdOf(event.stage_rows());
+      if (!CommitSucceeded(shard)) break;
+      std::vector<v1::ResultRow>& rows = stage_rows_[shard];
       rows.insert(rows.end(), event.stage_rows().rows().begin(),
                   event.stage_rows().rows().end());
       AddSteps(event.stage_rows().steps());
       break;
     }
-    case v1::JobEvent::kShardError: {
-      ShardState* state = StateOf(event.shard_error().shard_index());
+    case LogEvent::kShardError: {
+      ShardState* state = StateOf(IdOf(event.shard_error()));
       if (state == nullptr) break;
       if (*state == ShardState::kNotCommitted) ++committed_count_;
       if (*state == ShardState::kSucceeded) --shards_succeeded_;
@@ -98,7 +108,7 @@ void JobTally::Add(const v1::JobEvent& event) {
       rows_failed_ += event.shard_error().row_count();
       break;
     }
-    case v1::JobEvent::kFinished:
+    case LogEvent::kFinished:
       finished_ = event.finished();
       break;
     default:

@@ -11,6 +11,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "sdg/v1/generation.pb.h"
+#include "server/jobs/shard_plan.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -23,17 +25,17 @@ class JobTally {
   // later stages add more).
   explicit JobTally(int64_t shard_count)
       : shard_state_(shard_count, ShardState::kNotCommitted) {}
-  void Add(const v1::JobEvent& event);
+  void Add(const LogEvent& event);
 
-  // Pipelines: the rows that shards [first, end) carried to their barrier
-  // (stage_rows events), handed over once.
-  std::vector<v1::ResultRow> TakeStageRows(int64_t first, int64_t end);
+  // Pipelines: the rows that shards [first, end) of a stage carried to its
+  // barrier (stage_rows events), handed over once.
+  std::vector<v1::ResultRow> TakeStageRows(ShardId first, ShardId end);
   // Pipelines: rows in, out and failed per step, in the pipeline's order.
   const std::vector<v1::StepCounts>& steps() const { return steps_; }
 
   bool started() const { return started_; }
   const std::optional<v1::JobFinished>& finished() const { return finished_; }
-  bool committed(int64_t shard) const;
+  bool committed(ShardId shard) const;
   int64_t committed_shards() const { return committed_count_; }
   uint64_t last_sequence() const { return last_sequence_; }
   int64_t rows_succeeded() const { return rows_succeeded_; }
@@ -45,18 +47,17 @@ class JobTally {
   enum class ShardState : uint8_t { kNotCommitted, kSucceeded, kFailed };
   // Returns the shard's state, or null if `shard` cannot be one of the
   // job's.
-  ShardState* StateOf(int64_t shard);
+  ShardState* StateOf(ShardId shard);
   void AddSteps(
       const google::protobuf::RepeatedPtrField<v1::StepCounts>& steps);
   // A result (or a pipeline's barrier rows) commits the shard, succeeded
   // unless an error already failed it; false if `shard` cannot be one.
-  bool CommitSucceeded(int64_t shard);
+  bool CommitSucceeded(ShardId shard);
 
-  // The first stage's shards, and a pipeline's later ones (sparse: their
-  // indices start at multiples of kStageStride).
+  // The first stage's shards, and a pipeline's later ones.
   std::vector<ShardState> shard_state_;
-  absl::flat_hash_map<int64_t, ShardState> later_shard_state_;
-  std::map<int64_t, std::vector<v1::ResultRow>> stage_rows_;
+  absl::flat_hash_map<ShardId, ShardState> later_shard_state_;
+  std::map<ShardId, std::vector<v1::ResultRow>> stage_rows_;
   std::vector<v1::StepCounts> steps_;
   int64_t committed_count_ = 0;
   bool started_ = false;

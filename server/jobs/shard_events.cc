@@ -29,12 +29,13 @@ void SplitRows(std::vector<v1::ResultRow> rows, size_t max_bytes,
 }
 
 // A shard_error for rows [first_row, first_row + row_count).
-v1::JobEvent ShardErrorEvent(const ShardSpec& shard, int64_t first_row,
-                             int64_t row_count, const absl::Status& status,
-                             int attempts) {
-  v1::JobEvent event;
+LogEvent ShardErrorEvent(const ShardSpec& shard, int64_t first_row,
+                         int64_t row_count, const absl::Status& status,
+                         int attempts) {
+  LogEvent event;
   v1::ShardError* error = event.mutable_shard_error();
   error->set_shard_index(shard.index);
+  error->set_stage(shard.stage);
   error->set_first_row(first_row);
   error->set_row_count(row_count);
   error->set_code(static_cast<int>(status.code()));
@@ -45,22 +46,23 @@ v1::JobEvent ShardErrorEvent(const ShardSpec& shard, int64_t first_row,
 
 }  // namespace
 
-v1::JobEvent WholeShardErrorEvent(const ShardSpec& shard,
-                                  const absl::Status& status, int attempts,
-                                  absl::string_view step) {
-  v1::JobEvent event = ShardErrorEvent(shard, shard.first_row, shard.row_count,
-                                       status, attempts);
+LogEvent WholeShardErrorEvent(const ShardSpec& shard,
+                              const absl::Status& status, int attempts,
+                              absl::string_view step) {
+  LogEvent event = ShardErrorEvent(shard, shard.first_row, shard.row_count,
+                                   status, attempts);
   if (!step.empty()) event.mutable_shard_error()->set_step(std::string(step));
   return event;
 }
 
-std::vector<v1::JobEvent> BlockShardEvents(const ShardSpec& shard,
-                                           ShardOutcome outcome,
-                                           size_t max_event_bytes) {
-  std::vector<v1::JobEvent> group;
+std::vector<LogEvent> BlockShardEvents(const ShardSpec& shard,
+                                       ShardOutcome outcome,
+                                       size_t max_event_bytes) {
+  std::vector<LogEvent> group;
   SplitRows(std::move(outcome.rows), max_event_bytes, nullptr, [&] {
     v1::ShardResult* result = group.emplace_back().mutable_shard_result();
     result->set_shard_index(shard.index);
+    result->set_stage(shard.stage);
     return result->mutable_rows();
   });
   const std::vector<RowFailure>& failed = outcome.failed_rows;
@@ -80,19 +82,21 @@ std::vector<v1::JobEvent> BlockShardEvents(const ShardSpec& shard,
   return group;
 }
 
-std::vector<v1::JobEvent> StageShardEvents(const ShardSpec& shard,
-                                           const PipelineSpec& pipeline,
-                                           int stage, ShardOutcome outcome,
-                                           size_t max_event_bytes) {
-  const bool results = pipeline.IsLastStage(stage);
-  std::vector<v1::JobEvent> group;
+std::vector<LogEvent> StageShardEvents(const ShardSpec& shard,
+                                       const PipelineSpec& pipeline,
+                                       ShardOutcome outcome,
+                                       size_t max_event_bytes) {
+  const bool results = pipeline.IsLastStage(shard.stage);
+  std::vector<LogEvent> group;
   auto new_event = [&]() -> EventRows* {
-    v1::JobEvent& event = group.emplace_back();
+    LogEvent& event = group.emplace_back();
     if (results) {
       event.mutable_shard_result()->set_shard_index(shard.index);
+      event.mutable_shard_result()->set_stage(shard.stage);
       return event.mutable_shard_result()->mutable_rows();
     }
     event.mutable_stage_rows()->set_shard_index(shard.index);
+    event.mutable_stage_rows()->set_stage(shard.stage);
     return event.mutable_stage_rows()->mutable_rows();
   };
   EventRows* first = new_event();
@@ -108,7 +112,7 @@ std::vector<v1::JobEvent> StageShardEvents(const ShardSpec& shard,
         return a.order_key < b.order_key;
       });
   for (const PipelineRowFailure& failure : failures) {
-    v1::JobEvent& event = group.emplace_back(ShardErrorEvent(
+    LogEvent& event = group.emplace_back(ShardErrorEvent(
         shard, failure.row_index, 1, failure.status, failure.attempts));
     v1::ShardError* error = event.mutable_shard_error();
     error->set_step(pipeline.steps[failure.step].name);

@@ -18,6 +18,7 @@
 #include "server/jobs/shard_outcome.h"
 #include "server/jobs/shard_plan.h"
 #include "server/pipeline/pipeline_spec.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -26,21 +27,21 @@ inline constexpr size_t kMaxResultEventBytes = size_t{1} << 20;
 // A shard that has no outcome (the job was stopped, its rows could not be
 // read): one shard_error for all its rows. `step`: for a pipeline's shard,
 // its stage's first step ("" for a block).
-v1::JobEvent WholeShardErrorEvent(const ShardSpec& shard,
-                                  const absl::Status& status, int attempts,
-                                  absl::string_view step);
+LogEvent WholeShardErrorEvent(const ShardSpec& shard,
+                              const absl::Status& status, int attempts,
+                              absl::string_view step);
 
 // A block's shard: its rows in shard_result events, then a shard_error for
 // each run of consecutive failed rows with the same error and attempts.
-std::vector<v1::JobEvent> BlockShardEvents(
+std::vector<LogEvent> BlockShardEvents(
     const ShardSpec& shard, ShardOutcome outcome,
     size_t max_event_bytes = kMaxResultEventBytes);
 
-// A shard of a pipeline's `stage`: its output rows, then its failed rows in
+// A shard of a pipeline's stage: its output rows, then its failed rows in
 // output order, each naming its step.
-std::vector<v1::JobEvent> StageShardEvents(
-    const ShardSpec& shard, const PipelineSpec& pipeline, int stage,
-    ShardOutcome outcome, size_t max_event_bytes = kMaxResultEventBytes);
+std::vector<LogEvent> StageShardEvents(
+    const ShardSpec& shard, const PipelineSpec& pipeline, ShardOutcome outcome,
+    size_t max_event_bytes = kMaxResultEventBytes);
 
 }  // namespace sdg
 

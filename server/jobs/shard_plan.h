@@ -3,23 +3,40 @@
 #ifndef SDG_SERVER_JOBS_SHARD_PLAN_H_
 #define SDG_SERVER_JOBS_SHARD_PLAN_H_
 
+#include <compare>
 #include <cstdint>
+#include <utility>
 
 namespace sdg {
 
-struct ShardSpec {
+// A shard is named by its stage and its index within the stage: a block's
+// job has one stage, its plan's shards 0, 1, ...; a pipeline's later stages
+// are cut as the stage before releases its rows, each numbered from 0, so a
+// shard's name does not depend on when that happened.
+struct ShardId {
+  int stage = 0;
   int64_t index = 0;
-  int64_t first_row = 0;
-  int64_t row_count = 0;
+
+  friend auto operator<=>(const ShardId&, const ShardId&) = default;
+  template <typename H>
+  friend H AbslHashValue(H hash, const ShardId& id) {
+    return H::combine(std::move(hash), id.stage, id.index);
+  }
 };
 
-// A pipeline's shards: its first stage's are its plan's (0, 1, ...); a later
-// stage's shard s has index stage * kStageStride + s, so that a shard's
-// index does not depend on when the stages before it released their rows.
-inline constexpr int64_t kStageStride = int64_t{1} << 40;
-inline int StageOf(const ShardSpec& shard) {
-  return static_cast<int>(shard.index / kStageStride);
-}
+// Logs written before shards were named by stage packed a later stage's
+// shard s as stage * 2^40 + s in shard_index, with no stage field.
+ShardId LoggedShardId(int stage, int64_t index);
+
+struct ShardSpec {
+  int stage = 0;
+  int64_t index = 0;
+  // Within the stage's input: the dataset for stage 0.
+  int64_t first_row = 0;
+  int64_t row_count = 0;
+
+  ShardId id() const { return {stage, index}; }
+};
 
 class ShardPlan {
  public:

@@ -19,7 +19,7 @@ ShardSource::ShardSource(const JobSpec& spec, const ShardPlan& plan,
   first.shards_cut = plan_.shard_count();
   shards_cut_ = plan_.shard_count();
   for (int64_t i = 0; i < plan_.shard_count(); ++i) {
-    if (tally_.committed(i)) continue;
+    if (tally_.committed({0, i})) continue;
     ++shards_to_run_;
     first.uncommitted.insert(i);
   }
@@ -37,7 +37,8 @@ ShardSource::ShardSource(const JobSpec& spec, const ShardPlan& plan,
   for (int s = 0; s + 1 < stage_count; ++s) {
     stages_[s].released.emplace(pipeline.BarrierStep(s));
   }
-  for (PipelineRow& row : tally_.TakeStageRows(0, plan_.shard_count())) {
+  for (PipelineRow& row :
+       tally_.TakeStageRows({0, 0}, {0, plan_.shard_count()})) {
     AddPending(0, std::move(row));
   }
   // A resumed pipeline releases and cuts what its log had reached.
@@ -47,7 +48,7 @@ ShardSource::ShardSource(const JobSpec& spec, const ShardPlan& plan,
 void ShardSource::SkipCommittedFirstStageShards() {
   // Shards at or past the cursor were committed only before this process.
   while (next_first_stage_shard_ < plan_.shard_count() &&
-         tally_.committed(next_first_stage_shard_)) {
+         tally_.committed({0, next_first_stage_shard_})) {
     ++next_first_stage_shard_;
   }
 }
@@ -58,10 +59,9 @@ bool ShardSource::HasShardToStart() const {
 
 ShardSpec ShardSource::Next() {
   if (!ready_.empty()) {
-    const int64_t index = ready_.front();
+    const ShardId id = ready_.front();
     ready_.pop_front();
-    return ShardOf(static_cast<int>(index / kStageStride),
-                   index % kStageStride);
+    return ShardOf(id.stage, id.index);
   }
   ShardSpec shard = ShardOf(0, next_first_stage_shard_++);
   SkipCommittedFirstStageShards();
@@ -76,23 +76,26 @@ void ShardSource::AddPending(int stage, PipelineRow row) {
 void ShardSource::AddBarrierRows(
     const ShardSpec& shard,
     const google::protobuf::RepeatedPtrField<PipelineRow>& rows) {
-  for (const PipelineRow& row : rows) AddPending(StageOf(shard), row);
+  for (const PipelineRow& row : rows) AddPending(shard.stage, row);
 }
 
 void ShardSource::Committed(const ShardSpec& shard) {
-  stages_[StageOf(shard)].uncommitted.erase(shard.index % kStageStride);
+  stages_[shard.stage].uncommitted.erase(shard.index);
 }
 
 ShardSpec ShardSource::ShardOf(int stage, int64_t local) const {
   if (stage == 0) return plan_.Shard(local);
   const int64_t rows = static_cast<int64_t>(stages_[stage].rows.size());
   const int64_t first = local * spec_.batch_size;
-  return ShardSpec{stage * kStageStride + local, first,
-                   std::min<int64_t>(spec_.batch_size, rows - first)};
+  return ShardSpec{
+      .stage = stage,
+      .index = local,
+      .first_row = first,
+      .row_count = std::min<int64_t>(spec_.batch_size, rows - first)};
 }
 
 std::vector<PipelineRow> ShardSource::StageRows(const ShardSpec& shard) const {
-  const std::vector<PipelineRow>& rows = stages_[StageOf(shard)].rows;
+  const std::vector<PipelineRow>& rows = stages_[shard.stage].rows;
   return std::vector<PipelineRow>(
       rows.begin() + shard.first_row,
       rows.begin() + shard.first_row + shard.row_count);
@@ -164,17 +167,17 @@ void ShardSource::CutShards(int stage) {
     const int64_t left = rows - first;
     if (left <= 0 || (left < spec_.batch_size && !state.input_complete)) break;
     const int64_t local = state.shards_cut++;
-    const int64_t index = stage * kStageStride + local;
+    const ShardId id{stage, local};
     ++shards_cut_;
-    if (!tally_.committed(index)) {
+    if (!tally_.committed(id)) {
       state.uncommitted.insert(local);
-      ready_.push_back(index);
+      ready_.push_back(id);
       ++shards_to_run_;
       continue;
     }
     // Committed before a restart: what it carried to its barrier is in the
     // log.
-    for (PipelineRow& row : tally_.TakeStageRows(index, index + 1)) {
+    for (PipelineRow& row : tally_.TakeStageRows(id, {stage, local + 1})) {
       AddPending(stage, std::move(row));
     }
   }

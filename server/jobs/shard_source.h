@@ -44,7 +44,7 @@ class ShardSource {
   // Shards cut so far, committed or not.
   int64_t shards_cut() const { return shards_cut_; }
 
-  // The input of a later stage's shard (StageOf(shard) > 0).
+  // The input of a later stage's shard (shard.stage > 0).
   std::vector<PipelineRow> StageRows(const ShardSpec& shard) const;
 
   // Rows `shard` carried to its stage's barrier; they wait there until no
@@ -95,7 +95,7 @@ class ShardSource {
   // The next first-stage shard to start (past those committed before), and
   // the later stages' cut shards not started yet.
   int64_t next_first_stage_shard_ = 0;
-  std::deque<int64_t> ready_;
+  std::deque<ShardId> ready_;
   int64_t shards_to_run_ = 0;
   int64_t shards_cut_ = 0;
 };

@@ -26,7 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "sdg/v1/generation.pb.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -50,12 +50,12 @@ class EventLog {
   virtual ~EventLog() = default;
 
   // Sets `event`'s sequence and queues a copy for commit; never blocks.
-  uint64_t Append(v1::JobEvent& event) {
+  uint64_t Append(LogEvent& event) {
     return AppendGroup(absl::MakeSpan(&event, 1));
   }
   // The same for events that are committed together or not at all: a
   // reader sees all of them or none. Returns the last one's sequence.
-  virtual uint64_t AppendGroup(absl::Span<v1::JobEvent> group) = 0;
+  virtual uint64_t AppendGroup(absl::Span<LogEvent> group) = 0;
   // Blocks while more than kMaxUncommittedBytes wait to be committed.
   virtual void AwaitRoom() = 0;
   // Nothing more will be appended. Readers end with `status` (OK: the job
@@ -77,8 +77,8 @@ class EventLog {
   struct EncodedEvent {
     uint64_t sequence = 0;
     // Which event it is, known without parsing it.
-    v1::JobEvent::EventCase event_case = v1::JobEvent::EVENT_NOT_SET;
-    std::string bytes;  // a serialized sdg.v1.JobEvent
+    LogEvent::EventCase event_case = LogEvent::EVENT_NOT_SET;
+    std::string bytes;  // a serialized sdg.store.v1.LogEvent
   };
   // A reader's position in the log. It keeps its log alive.
   class Reader {

@@ -20,7 +20,7 @@ namespace {
 // log_format's scan over the file open as `fd`, `size` bytes long.
 absl::StatusOr<log_format::WholeRecords> ScanFile(
     int fd, int64_t size, const std::string& path,
-    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+    absl::FunctionRef<void(const LogEvent&)> replay) {
   return log_format::ScanWholeRecords(
       size,
       [&](int64_t offset, size_t n, char* out) {
@@ -71,7 +71,7 @@ FileEventLog::FileEventLog(std::string path, LogCommitter* committer,
 
 absl::StatusOr<std::shared_ptr<EventLog>> FileEventLog::Open(
     std::string path, LogCommitter& committer,
-    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+    absl::FunctionRef<void(const LogEvent&)> replay) {
   UniqueFd fd(
       ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (fd.get() < 0) return FileError("open", path, errno);
@@ -130,7 +130,7 @@ absl::Status FileEventLog::ScanFinishedLocked() {
   if (fd.get() < 0) return FileError("open", path_, errno);
   const off_t size = ::lseek(fd.get(), 0, SEEK_END);
   absl::StatusOr<log_format::WholeRecords> whole =
-      ScanFile(fd.get(), size, path_, [](const v1::JobEvent&) {});
+      ScanFile(fd.get(), size, path_, [](const LogEvent&) {});
   if (!whole.ok()) return whole.status();
   progress_ = LogProgress(whole->last_sequence);
   (void)progress_.End(absl::OkStatus());  // a finished log has no waiters
@@ -139,7 +139,7 @@ absl::Status FileEventLog::ScanFinishedLocked() {
   return absl::OkStatus();
 }
 
-uint64_t FileEventLog::AppendGroup(absl::Span<v1::JobEvent> group) {
+uint64_t FileEventLog::AppendGroup(absl::Span<LogEvent> group) {
   uint64_t sequence = 0;
   bool enqueue = false;
   {

@@ -20,6 +20,7 @@
 #include "server/store/commit_schedule.h"
 #include "server/store/event_log.h"
 #include "server/store/file_util.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -32,12 +33,12 @@ class FileEventLog final : public CommittedLog,
   // already in it goes to `replay`, in order; a torn tail is cut off.
   static absl::StatusOr<std::shared_ptr<EventLog>> Open(
       std::string path, LogCommitter& committer,
-      absl::FunctionRef<void(const v1::JobEvent&)> replay);
+      absl::FunctionRef<void(const LogEvent&)> replay);
   // A log that is complete: its job finished. Nothing can be appended; it
   // learns where it ends on its first Read.
   static std::shared_ptr<EventLog> OpenFinished(std::string path);
 
-  uint64_t AppendGroup(absl::Span<v1::JobEvent> group) override;
+  uint64_t AppendGroup(absl::Span<LogEvent> group) override;
   void AwaitRoom() override;
   absl::StatusOr<std::unique_ptr<Reader>> Read(
       uint64_t after_sequence) override;

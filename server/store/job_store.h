@@ -19,6 +19,7 @@
 #include "sdg/v1/generation.pb.h"
 #include "server/store/dataset.h"
 #include "server/store/event_log.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -121,7 +122,7 @@ class JobStore {
   // The log of a job that may still append; what it holds goes to `replay`.
   virtual absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
-      absl::FunctionRef<void(const v1::JobEvent&)> replay) = 0;
+      absl::FunctionRef<void(const LogEvent&)> replay) = 0;
   // The log of a job that ended before this process started.
   virtual std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) = 0;

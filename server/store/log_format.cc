@@ -84,16 +84,16 @@ absl::StatusOr<std::optional<Record>> ReadRecord(int64_t offset, int64_t limit,
 
 absl::StatusOr<WholeRecords> ScanWholeRecords(
     int64_t size, ReadFn read,
-    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+    absl::FunctionRef<void(const LogEvent&)> replay) {
   WholeRecords whole;
-  std::vector<v1::JobEvent> group;
+  std::vector<LogEvent> group;
   int64_t position = whole.end;
   while (true) {
     absl::StatusOr<std::optional<Record>> record =
         ReadRecord(position, size, read);
     if (!record.ok()) return record.status();
     const uint64_t expected = whole.last_sequence + group.size() + 1;
-    v1::JobEvent event;
+    LogEvent event;
     if (!record->has_value() || (*record)->sequence != expected ||
         !event.ParseFromString((*record)->payload) ||
         event.sequence() != expected) {
@@ -102,27 +102,27 @@ absl::StatusOr<WholeRecords> ScanWholeRecords(
     position = (*record)->end;
     group.push_back(std::move(event));
     if ((*record)->group_continues) continue;
-    for (const v1::JobEvent& grouped : group) replay(grouped);
+    for (const LogEvent& grouped : group) replay(grouped);
     whole.last_sequence = group.back().sequence();
     whole.end = position;
     group.clear();
   }
 }
 
-v1::JobEvent::EventCase EventCaseOf(absl::string_view payload) {
+LogEvent::EventCase EventCaseOf(absl::string_view payload) {
   using google::protobuf::internal::WireFormatLite;
   google::protobuf::io::CodedInputStream input(
       reinterpret_cast<const uint8_t*>(payload.data()),
       static_cast<int>(payload.size()));
   static const google::protobuf::OneofDescriptor* const kEvent =
-      v1::JobEvent::descriptor()->FindOneofByName("event");
-  v1::JobEvent::EventCase found = v1::JobEvent::EVENT_NOT_SET;
+      LogEvent::descriptor()->FindOneofByName("event");
+  LogEvent::EventCase found = LogEvent::EVENT_NOT_SET;
   while (const uint32_t tag = input.ReadTag()) {
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     for (int i = 0; i < kEvent->field_count(); ++i) {
       // A oneof case's value is its field's number.
       if (kEvent->field(i)->number() == field) {
-        found = static_cast<v1::JobEvent::EventCase>(field);
+        found = static_cast<LogEvent::EventCase>(field);
       }
     }
     if (!WireFormatLite::SkipField(&input, tag)) break;

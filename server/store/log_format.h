@@ -4,8 +4,8 @@
 //
 //   "SDGLOG1\n", then per event a record:
 //   u32 payload size, u32 CRC-32 of (sequence, payload), u64 sequence,
-//   payload (a serialized sdg.v1.JobEvent); little-endian. The size word's
-//   top bit says the next record belongs to the same group: a group (a
+//   payload (a serialized sdg.store.v1.LogEvent); little-endian. The size
+//   word's top bit says the next record belongs to the same group: a group (a
 //   shard's results and errors) is committed, replayed and cut whole.
 #ifndef SDG_SERVER_STORE_LOG_FORMAT_H_
 #define SDG_SERVER_STORE_LOG_FORMAT_H_
@@ -17,7 +17,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "sdg/v1/generation.pb.h"
+#include "server/store/log_event.h"
 
 namespace sdg::log_format {
 
@@ -33,7 +33,7 @@ void AppendRecord(uint64_t sequence, absl::string_view payload,
 
 struct Record {
   uint64_t sequence = 0;
-  std::string payload;  // a serialized sdg.v1.JobEvent, its CRC checked
+  std::string payload;  // a serialized sdg.store.v1.LogEvent, its CRC checked
   int64_t end = 0;      // the offset after it
   bool group_continues = false;
 };
@@ -52,13 +52,12 @@ struct WholeRecords {
   uint64_t last_sequence = 0;
 };
 absl::StatusOr<WholeRecords> ScanWholeRecords(
-    int64_t size, ReadFn read,
-    absl::FunctionRef<void(const v1::JobEvent&)> replay);
+    int64_t size, ReadFn read, absl::FunctionRef<void(const LogEvent&)> replay);
 
-// The oneof case of a serialized JobEvent, from its top-level field tags,
+// The oneof case of a serialized LogEvent, from its top-level field tags,
 // without parsing it; EVENT_NOT_SET if it has none or the bytes do not
 // parse that far.
-v1::JobEvent::EventCase EventCaseOf(absl::string_view payload);
+LogEvent::EventCase EventCaseOf(absl::string_view payload);
 
 }  // namespace sdg::log_format
 

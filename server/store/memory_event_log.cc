@@ -28,12 +28,12 @@ std::shared_ptr<EventLog> MemoryEventLog::Create() {
   return std::shared_ptr<MemoryEventLog>(new MemoryEventLog());
 }
 
-uint64_t MemoryEventLog::AppendGroup(absl::Span<v1::JobEvent> group) {
+uint64_t MemoryEventLog::AppendGroup(absl::Span<LogEvent> group) {
   LogProgress::Callbacks waiters;
   uint64_t sequence = 0;
   {
     absl::MutexLock lock(&mu_);
-    for (v1::JobEvent& event : group) {
+    for (LogEvent& event : group) {
       sequence = progress_.Append();
       event.set_sequence(sequence);
       events_.push_back(

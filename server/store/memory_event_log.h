@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/store/event_log.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -19,7 +20,7 @@ class MemoryEventLog final
   static std::shared_ptr<EventLog> Create();
 
   // Committed on append: nothing waits, and committing does not fail.
-  uint64_t AppendGroup(absl::Span<v1::JobEvent> group) override;
+  uint64_t AppendGroup(absl::Span<LogEvent> group) override;
   void AwaitRoom() override {}
   absl::StatusOr<std::unique_ptr<Reader>> Read(
       uint64_t after_sequence) override;

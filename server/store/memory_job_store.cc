@@ -175,7 +175,7 @@ absl::StatusOr<std::vector<JobRecord>> MemoryJobStore::LoadJobs() {
 }
 
 absl::StatusOr<std::shared_ptr<EventLog>> MemoryJobStore::OpenJobLog(
-    const std::string& job_id, absl::FunctionRef<void(const v1::JobEvent&)>) {
+    const std::string& job_id, absl::FunctionRef<void(const LogEvent&)>) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<EventLog>& log = logs_[job_id];
   if (log == nullptr) log = MemoryEventLog::Create();

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "server/store/job_store.h"
+#include "server/store/log_event.h"
 
 namespace sdg {
 
@@ -35,7 +36,7 @@ class MemoryJobStore : public JobStore {
       absl::Span<const std::string> job_ids) override;
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
-      absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
+      absl::FunctionRef<void(const LogEvent&)> replay) override;
   std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) override;
   // UNIMPLEMENTED: --ephemeral holds no disk to share.

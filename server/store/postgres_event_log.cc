@@ -77,8 +77,7 @@ class PostgresEventLog::TableReader final : public EventLog::Reader {
             absl::StrCat("PostgreSQL: job ", log_->job_id_, "'s event ",
                          event.sequence, " follows event ", expected - 1));
       }
-      event.event_case =
-          static_cast<v1::JobEvent::EventCase>(rows->Int32(i, 1));
+      event.event_case = static_cast<LogEvent::EventCase>(rows->Int32(i, 1));
       event.bytes = rows->String(i, 2);
     }
     return absl::OkStatus();
@@ -113,14 +112,14 @@ PostgresEventLog::PostgresEventLog(std::shared_ptr<pg::Pool> pool,
       committer_(committer),
       job_id_(std::move(job_id)) {}
 
-uint64_t PostgresEventLog::AppendGroup(absl::Span<v1::JobEvent> group) {
+uint64_t PostgresEventLog::AppendGroup(absl::Span<LogEvent> group) {
   uint64_t sequence = 0;
   bool enqueue = false;
   {
     absl::MutexLock lock(&mu_);
     // A group is committed in one statement, so a reader sees all of it or
     // none.
-    for (v1::JobEvent& event : group) {
+    for (LogEvent& event : group) {
       sequence = progress_.Append();
       event.set_sequence(sequence);
       EncodedEvent& encoded = pending_.emplace_back();

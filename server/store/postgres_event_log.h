@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/store/commit_schedule.h"
 #include "server/store/event_log.h"
+#include "server/store/log_event.h"
 #include "server/store/postgres.h"
 #include "server/store/replica_lease.h"
 
@@ -45,7 +46,7 @@ class PostgresEventLog final
   static std::shared_ptr<PostgresEventLog> OpenFinished(
       std::shared_ptr<pg::Pool> pool, std::string job_id);
 
-  uint64_t AppendGroup(absl::Span<v1::JobEvent> group) override;
+  uint64_t AppendGroup(absl::Span<LogEvent> group) override;
   void AwaitRoom() override;
   absl::StatusOr<std::unique_ptr<Reader>> Read(
       uint64_t after_sequence) override;

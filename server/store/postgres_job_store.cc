@@ -684,14 +684,14 @@ absl::StatusOr<std::vector<JobRecord>> PostgresJobStore::LoadJobsById(
 
 absl::StatusOr<std::shared_ptr<EventLog>> PostgresJobStore::OpenJobLog(
     const std::string& job_id,
-    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+    absl::FunctionRef<void(const LogEvent&)> replay) {
   // Replays what is committed, a page at a time, through a finished log's
   // reader; the log that appends then numbers on from there.
   std::shared_ptr<PostgresEventLog> stored =
       PostgresEventLog::OpenFinished(pool_, job_id);
   SDG_ASSIGN_OR_RETURN(std::unique_ptr<EventLog::Reader> reader,
                        stored->Read(0));
-  v1::JobEvent event;
+  LogEvent event;
   while (true) {
     SDG_ASSIGN_OR_RETURN(std::optional<EventLog::EncodedEvent> next,
                          reader->Next());

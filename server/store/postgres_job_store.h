@@ -21,6 +21,7 @@
 
 #include "server/store/commit_schedule.h"
 #include "server/store/job_store.h"
+#include "server/store/log_event.h"
 #include "server/store/postgres.h"
 #include "server/store/postgres_event_log.h"
 #include "server/store/replica_lease.h"
@@ -67,7 +68,7 @@ class PostgresJobStore final : public JobStore {
       absl::Span<const std::string> job_ids) override;
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
-      absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
+      absl::FunctionRef<void(const LogEvent&)> replay) override;
   std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) override;
   absl::StatusOr<StorageUsage> TenantUsage(const std::string& tenant) override;

@@ -510,7 +510,7 @@ absl::StatusOr<std::optional<JobRecord>> SqliteJobStore::SelectJob(
 
 absl::StatusOr<std::shared_ptr<EventLog>> SqliteJobStore::OpenJobLog(
     const std::string& job_id,
-    absl::FunctionRef<void(const v1::JobEvent&)> replay) {
+    absl::FunctionRef<void(const LogEvent&)> replay) {
   const std::string dir = JobDir(job_id);
   if (absl::Status s = MakeDirectories(dir); !s.ok()) return s;
   absl::StatusOr<std::shared_ptr<EventLog>> log =

@@ -19,6 +19,7 @@
 #include "server/store/file_event_log.h"
 #include "server/store/file_util.h"
 #include "server/store/job_store.h"
+#include "server/store/log_event.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -57,7 +58,7 @@ class SqliteJobStore final : public JobStore {
       absl::Span<const std::string> job_ids) override;
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
-      absl::FunctionRef<void(const v1::JobEvent&)> replay) override;
+      absl::FunctionRef<void(const LogEvent&)> replay) override;
   std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) override;
   // The sizes of the tenant's files under state_dir, each inode once.

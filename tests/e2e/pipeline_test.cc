@@ -1,12 +1,15 @@
 // Pipelines end to end: InstructLab pipeline files run by `sdgctl generate
 // --pipeline` against sdgd and llmsim (canned replies) as processes.
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
+#include "sdg/v1/generation.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
 
@@ -78,6 +81,45 @@ TEST_F(PipelineTest, KnowledgePipelineGivesInstructLabsRowsInOrder) {
     EXPECT_THAT(result.err, HasSubstr("warning: " + kKnowledge +
                                       "/pipeline.yaml: datamixing is not run"));
   }
+}
+
+// What a plain gRPC client watching a pipeline's job receives: its results
+// name their shard by the stage (the knowledge pipeline's second, after
+// gen_knowledge's drop_duplicates) and an index within it, numbered from 0;
+// and nothing the server keeps for itself (the rows carried to the barrier)
+// arrives, not even as fields the client does not know.
+TEST_F(PipelineTest, AWatcherSeesShardsNamedByStageAndIndexOnly) {
+  StartWithReplies(kKnowledge + "/replies.jsonl");
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--pipeline=" + kKnowledge + "/pipeline.yaml",
+       "--input=" + kKnowledge + "/documents.jsonl", "--output=" + Out(),
+       "--job_id=staged", "--batch_size=1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+
+  auto stub = v1::GenerationService::NewStub(grpc::CreateChannel(
+      stack_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::WatchJobRequest request;
+  request.set_job_id("staged");
+  auto reader = stub->WatchJob(&context, request);
+  std::set<int64_t> result_shards;
+  int events = 0;
+  for (v1::JobEvent event; reader->Read(&event);) {
+    ++events;
+    EXPECT_TRUE(event.GetReflection()->GetUnknownFields(event).empty())
+        << event.DebugString();
+    EXPECT_NE(event.event_case(), v1::JobEvent::EVENT_NOT_SET);
+    if (!event.has_shard_result()) continue;
+    EXPECT_EQ(event.shard_result().stage(), 1);
+    result_shards.insert(event.shard_result().shard_index());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_GT(events, 0);
+  // One shard per row of the second stage's input, numbered 0, 1, ...
+  ASSERT_FALSE(result_shards.empty());
+  EXPECT_EQ(*result_shards.begin(), 0);
+  EXPECT_EQ(*result_shards.rbegin(),
+            static_cast<int64_t>(result_shards.size()) - 1);
 }
 
 // A step whose requests fail (the model does not exist) sends each of its

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < log_format::kMagic.size()) return 0;
   uint64_t replayed = 0;
   absl::StatusOr<log_format::WholeRecords> whole = log_format::ScanWholeRecords(
-      length, read, [&replayed](const sdg::v1::JobEvent&) { ++replayed; });
+      length, read, [&replayed](const sdg::LogEvent&) { ++replayed; });
   if (!whole.ok() || whole->end > length || whole->last_sequence != replayed) {
     std::abort();
   }

@@ -120,8 +120,8 @@ class ShardRunnerTest : public ::testing::Test {
 TEST_F(ShardRunnerTest, AStageIsHandedBackOncePerLlmStepWithItsRows) {
   StartBackend();
   const JobSpec spec = AskAndJudge();
-  runner_->Start(spec, ShardSpec{0, 0, 2}, Seeds({"a", "b"}), token_,
-                 worker_.Ready());
+  runner_->Start(spec, ShardSpec{.index = 0, .first_row = 0, .row_count = 2},
+                 Seeds({"a", "b"}), token_, worker_.Ready());
 
   int continued = 0;
   ShardOutcome outcome = worker_.RunToOutcome(&continued);
@@ -152,8 +152,8 @@ TEST_F(ShardRunnerTest,
   options.fault_script = "hang,hang";
   StartBackend(options);
   const JobSpec spec = AskAndJudge();
-  runner_->Start(spec, ShardSpec{0, 0, 2}, Seeds({"a", "b"}), token_,
-                 worker_.Ready());
+  runner_->Start(spec, ShardSpec{.index = 0, .first_row = 0, .row_count = 2},
+                 Seeds({"a", "b"}), token_, worker_.Ready());
   EXPECT_EQ(worker_.hand_backs(), 0);
 
   token_.Cancel(absl::CancelledError("cancelled by the test"));
@@ -171,8 +171,8 @@ TEST_F(ShardRunnerTest,
   StartBackend(options);
   const JobSpec spec = Spec(R"({"block": {"model": "m",
       "prompt_template": "{{x}}"}})");
-  runner_->Start(spec, ShardSpec{0, 0, 1}, BlockInput{Row("a")}, token_,
-                 worker_.Ready());
+  runner_->Start(spec, ShardSpec{.index = 0, .first_row = 0, .row_count = 1},
+                 BlockInput{Row("a")}, token_, worker_.Ready());
   EXPECT_EQ(worker_.hand_backs(), 0);
 
   token_.Cancel(absl::CancelledError("cancelled by the test"));
@@ -187,8 +187,8 @@ TEST_F(ShardRunnerTest, AStageOfColumnStepsIsHandedBackFromStart) {
   const JobSpec spec = Spec(R"({"pipeline": {"steps": [
       {"name": "copy", "duplicate_columns": {"columns_map":
         [{"from": "x", "to": "y"}]}}]}})");
-  runner_->Start(spec, ShardSpec{0, 0, 1}, Seeds({"a"}), token_,
-                 worker_.Ready());
+  runner_->Start(spec, ShardSpec{.index = 0, .first_row = 0, .row_count = 1},
+                 Seeds({"a"}), token_, worker_.Ready());
   EXPECT_EQ(worker_.hand_backs(), 1);
   ShardOutcome outcome = worker_.RunToOutcome();
   ASSERT_EQ(outcome.rows.size(), 1u);

@@ -341,9 +341,9 @@ TEST_F(PostgresStoreTest, AReplicaWhoseLeaseWasTakenOverWritesNothingMore) {
   auto first = PostgresJobStore::Open(std::move(first_options));
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE((*first)->AddJob(testing::Record("j")).ok());
-  auto log = (*first)->OpenJobLog("j", [](const v1::JobEvent&) {});
+  auto log = (*first)->OpenJobLog("j", [](const LogEvent&) {});
   ASSERT_TRUE(log.ok()) << log.status();
-  v1::JobEvent committed = testing::ResultOfShard(0);
+  LogEvent committed = testing::ResultOfShard(0);
   (*log)->Append(committed);
   (*log)->AwaitCommitted();
   ASSERT_TRUE((*log)->commit_error().ok()) << (*log)->commit_error();
@@ -370,7 +370,7 @@ TEST_F(PostgresStoreTest, AReplicaWhoseLeaseWasTakenOverWritesNothingMore) {
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ((*first)->RemoveJob("j").code(),
             absl::StatusCode::kFailedPrecondition);
-  v1::JobEvent fenced = testing::ResultOfShard(1);
+  LogEvent fenced = testing::ResultOfShard(1);
   (*log)->Append(fenced);
   (*log)->AwaitCommitted();
   EXPECT_EQ((*log)->commit_error().code(),
@@ -386,13 +386,13 @@ TEST_F(PostgresStoreTest, AReplicaWhoseLeaseWasTakenOverWritesNothingMore) {
   ASSERT_EQ(records->size(), 1u);
   EXPECT_EQ((*records)[0].state, v1::JOB_STATE_QUEUED);
   std::vector<uint64_t> replayed;
-  auto taken = (*second)->OpenJobLog("j", [&](const v1::JobEvent& event) {
+  auto taken = (*second)->OpenJobLog("j", [&](const LogEvent& event) {
     replayed.push_back(event.sequence());
   });
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_THAT(replayed, ::testing::ElementsAre(1u));
   EXPECT_TRUE((*second)->UpdateJob(running).ok());
-  v1::JobEvent next = testing::ResultOfShard(1);
+  LogEvent next = testing::ResultOfShard(1);
   (*taken)->Append(next);
   (*taken)->AwaitCommitted();
   EXPECT_TRUE((*taken)->commit_error().ok()) << (*taken)->commit_error();
@@ -406,14 +406,14 @@ TEST_F(PostgresStoreTest, AReaderFromTheStartReadsTheTableThenWhatIsInMemory) {
   auto store = OpenStore(conninfo_);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->AddJob(testing::Record("j")).ok());
-  auto log = (*store)->OpenJobLog("j", [](const v1::JobEvent&) {});
+  auto log = (*store)->OpenJobLog("j", [](const LogEvent&) {});
   ASSERT_TRUE(log.ok()) << log.status();
   // Three times what a log keeps in memory, a round per event.
   const std::string text(64 << 10, 'x');
   const int events = 3 * PostgresEventLog::kRecentBytes / text.size();
   std::vector<std::string> appended;
   for (int i = 0; i < events; ++i) {
-    v1::JobEvent event = testing::ResultOfShard(i);
+    LogEvent event = testing::ResultOfShard(i);
     (*event.mutable_shard_result()
           ->mutable_rows(0)
           ->mutable_columns()

@@ -58,7 +58,7 @@ ReadBack ReadAfter(EventLog& log, uint64_t after) {
     auto next = (*reader)->Next();
     EXPECT_TRUE(next.ok()) << next.status();
     if (!next.ok() || !next->has_value()) break;
-    v1::JobEvent event;
+    LogEvent event;
     EXPECT_TRUE(event.ParseFromString((*next)->bytes));
     read.sequences.push_back((*next)->sequence);
     read.shards.push_back(event.shard_result().shard_index());
@@ -184,7 +184,7 @@ TEST_P(StoreConformanceTest, ARemovedJobTakesItsDatasetAndEventsWithIt) {
   ASSERT_TRUE((*builder)->Add(Row("why?")).ok());
   ASSERT_TRUE((*builder)->Finish().ok());
   std::shared_ptr<EventLog> log = OpenLog("a");
-  v1::JobEvent event = ResultOfShard(0);
+  LogEvent event = ResultOfShard(0);
   log->Append(event);
   log->End(absl::OkStatus());
   log->AwaitCommitted();
@@ -288,7 +288,7 @@ TEST_P(StoreConformanceTest, EventsAreNumberedAndReadInOrderOnceCommitted) {
   std::shared_ptr<EventLog> log = OpenLog("j");
   std::vector<uint64_t> numbered;
   for (int64_t shard : {4, 2, 7}) {
-    v1::JobEvent event = ResultOfShard(shard);
+    LogEvent event = ResultOfShard(shard);
     numbered.push_back(log->Append(event));
     EXPECT_EQ(event.sequence(), numbered.back());
   }
@@ -306,8 +306,8 @@ TEST_P(StoreConformanceTest, EventsAreNumberedAndReadInOrderOnceCommitted) {
 
 TEST_P(StoreConformanceTest, AGroupIsNumberedTogetherAndReadWhole) {
   std::shared_ptr<EventLog> log = OpenLog("j");
-  std::vector<v1::JobEvent> group = {ResultOfShard(0), ResultOfShard(1),
-                                     ResultOfShard(2)};
+  std::vector<LogEvent> group = {ResultOfShard(0), ResultOfShard(1),
+                                 ResultOfShard(2)};
   EXPECT_EQ(log->AppendGroup(absl::MakeSpan(group)), 3u);
   EXPECT_EQ(group[0].sequence(), 1u);
   EXPECT_EQ(group[2].sequence(), 3u);
@@ -317,7 +317,7 @@ TEST_P(StoreConformanceTest, AGroupIsNumberedTogetherAndReadWhole) {
 
 TEST_P(StoreConformanceTest, AReaderEndsWithTheLogsEndOnceItReadEverything) {
   std::shared_ptr<EventLog> log = OpenLog("j");
-  v1::JobEvent event = ResultOfShard(0);
+  LogEvent event = ResultOfShard(0);
   log->Append(event);
   log->End(absl::UnavailableError("suspended: sdgd is shutting down"));
   log->AwaitCommitted();
@@ -329,7 +329,7 @@ TEST_P(StoreConformanceTest, AReaderEndsWithTheLogsEndOnceItReadEverything) {
 
 TEST_P(StoreConformanceTest, NotifyAfterRunsOnceForTheNextCommitNotBefore) {
   std::shared_ptr<EventLog> log = OpenLog("j");
-  v1::JobEvent first = ResultOfShard(0);
+  LogEvent first = ResultOfShard(0);
   log->Append(first);
   log->AwaitCommitted();
   // Already past sequence 0: nothing to wait for.
@@ -337,7 +337,7 @@ TEST_P(StoreConformanceTest, NotifyAfterRunsOnceForTheNextCommitNotBefore) {
   absl::Notification notified;
   ASSERT_TRUE(log->NotifyAfter(1, [&] { notified.Notify(); }));
   EXPECT_FALSE(notified.HasBeenNotified());
-  v1::JobEvent second = ResultOfShard(1);
+  LogEvent second = ResultOfShard(1);
   log->Append(second);
   log->AwaitCommitted();
   notified.WaitForNotification();
@@ -358,7 +358,7 @@ TEST_P(StoreConformanceTest, ConcurrentReadersEachReadEveryEventInOrder) {
         auto next = (*reader)->Next();
         ASSERT_TRUE(next.ok()) << next.status();
         if (next->has_value()) {
-          v1::JobEvent event;
+          LogEvent event;
           ASSERT_TRUE(event.ParseFromString((*next)->bytes));
           seen[r].push_back(event.shard_result().shard_index());
           continue;
@@ -373,7 +373,7 @@ TEST_P(StoreConformanceTest, ConcurrentReadersEachReadEveryEventInOrder) {
     });
   }
   for (int i = 0; i < kEvents; ++i) {
-    v1::JobEvent event = ResultOfShard(i);
+    LogEvent event = ResultOfShard(i);
     log->Append(event);
   }
   log->End(absl::OkStatus());
@@ -387,7 +387,7 @@ TEST_P(StoreConformanceTest, AFinishedJobsLogReadsToItsEnd) {
   {
     std::shared_ptr<EventLog> log = OpenLog("j");
     for (int i = 0; i < 3; ++i) {
-      v1::JobEvent event = ResultOfShard(i);
+      LogEvent event = ResultOfShard(i);
       log->Append(event);
     }
     log->End(absl::OkStatus());
@@ -422,7 +422,7 @@ TEST_P(DurableStoreConformanceTest, RecordsAndUploadsSurviveReopening) {
 TEST_P(DurableStoreConformanceTest, AReopenedLogReplaysWhatWasCommitted) {
   {
     std::shared_ptr<EventLog> log = OpenLog("j");
-    std::vector<v1::JobEvent> group = {ResultOfShard(0), ResultOfShard(1)};
+    std::vector<LogEvent> group = {ResultOfShard(0), ResultOfShard(1)};
     log->AppendGroup(absl::MakeSpan(group));
     log->AwaitCommitted();
   }
@@ -430,7 +430,7 @@ TEST_P(DurableStoreConformanceTest, AReopenedLogReplaysWhatWasCommitted) {
   std::vector<int64_t> replayed;
   std::shared_ptr<EventLog> log = OpenLog("j", &replayed);
   EXPECT_THAT(replayed, ElementsAre(0, 1));
-  v1::JobEvent next = ResultOfShard(2);
+  LogEvent next = ResultOfShard(2);
   log->Append(next);
   EXPECT_EQ(next.sequence(), 3u);  // numbering goes on
 }
@@ -438,9 +438,9 @@ TEST_P(DurableStoreConformanceTest, AReopenedLogReplaysWhatWasCommitted) {
 TEST_P(FileLogStoreConformanceTest, ATornTailIsCutBackToTheLastWholeGroup) {
   {
     std::shared_ptr<EventLog> log = OpenLog("j");
-    v1::JobEvent first = ResultOfShard(0);
+    LogEvent first = ResultOfShard(0);
     log->Append(first);
-    std::vector<v1::JobEvent> group = {ResultOfShard(1), ResultOfShard(2)};
+    std::vector<LogEvent> group = {ResultOfShard(1), ResultOfShard(2)};
     log->AppendGroup(absl::MakeSpan(group));
     log->AwaitCommitted();
   }
@@ -452,7 +452,7 @@ TEST_P(FileLogStoreConformanceTest, ATornTailIsCutBackToTheLastWholeGroup) {
   std::shared_ptr<EventLog> log = OpenLog("j", &replayed);
   EXPECT_THAT(replayed, ElementsAre(0));
   EXPECT_EQ(log->last_sequence(), 1u);
-  v1::JobEvent again = ResultOfShard(1);
+  LogEvent again = ResultOfShard(1);
   log->Append(again);
   log->AwaitCommitted();
   EXPECT_EQ(again.sequence(), 2u);

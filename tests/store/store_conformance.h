@@ -62,7 +62,7 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreKind> {
 
   std::shared_ptr<EventLog> OpenLog(const std::string& job,
                                     std::vector<int64_t>* replayed = nullptr) {
-    auto log = store_->OpenJobLog(job, [&](const v1::JobEvent& event) {
+    auto log = store_->OpenJobLog(job, [&](const LogEvent& event) {
       if (replayed != nullptr) {
         replayed->push_back(event.shard_result().shard_index());
       }

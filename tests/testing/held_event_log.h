@@ -33,7 +33,7 @@ class HeldEventLog final : public EventLog {
   // Commits what is held and everything appended from now on.
   void Release() {
     while (true) {
-      std::deque<std::vector<v1::JobEvent>> groups;
+      std::deque<std::vector<LogEvent>> groups;
       {
         absl::MutexLock lock(&mu_);
         if (held_.empty()) {
@@ -43,17 +43,17 @@ class HeldEventLog final : public EventLog {
         groups.swap(held_);
       }
       // In order, on this thread: appends queue behind until it is done.
-      for (std::vector<v1::JobEvent>& group : groups) {
+      for (std::vector<LogEvent>& group : groups) {
         committed_->AppendGroup(absl::MakeSpan(group));
         RunDueWaiters();
       }
     }
   }
 
-  uint64_t AppendGroup(absl::Span<v1::JobEvent> group) override {
+  uint64_t AppendGroup(absl::Span<LogEvent> group) override {
     {
       absl::MutexLock lock(&mu_);
-      for (v1::JobEvent& event : group) event.set_sequence(++appended_);
+      for (LogEvent& event : group) event.set_sequence(++appended_);
       if (holding_) {
         held_.emplace_back(group.begin(), group.end());
         return appended_;
@@ -110,7 +110,7 @@ class HeldEventLog final : public EventLog {
   absl::Mutex mu_;
   bool holding_ ABSL_GUARDED_BY(mu_) = true;
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<std::vector<v1::JobEvent>> held_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::vector<LogEvent>> held_ ABSL_GUARDED_BY(mu_);
   // Callbacks by the sequence an event must come after.
   std::multimap<uint64_t, std::function<void()>> waiters_ ABSL_GUARDED_BY(mu_);
 };

@@ -59,7 +59,7 @@ class LatchedStore final : public MemoryJobStore {
 
   absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
       const std::string& job_id,
-      absl::FunctionRef<void(const v1::JobEvent&)> replay) override {
+      absl::FunctionRef<void(const LogEvent&)> replay) override {
     {
       absl::MutexLock lock(&latch_mu_);
       if (auto held = held_logs_.find(job_id); held != held_logs_.end()) {

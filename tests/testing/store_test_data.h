@@ -26,8 +26,8 @@ inline JobRecord Record(const std::string& id,
 }
 
 // Shard `shard`'s result: one row, whose index is the shard's.
-inline v1::JobEvent ResultOfShard(int64_t shard) {
-  v1::JobEvent event;
+inline LogEvent ResultOfShard(int64_t shard) {
+  LogEvent event;
   event.set_job_id("j");
   event.mutable_shard_result()->set_shard_index(shard);
   v1::ResultRow* row = event.mutable_shard_result()->add_rows();

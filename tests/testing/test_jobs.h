@@ -35,8 +35,8 @@ inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
 }
 
 // Every event the job's log has committed so far.
-inline std::vector<v1::JobEvent> EventsOf(const Job& job) {
-  std::vector<v1::JobEvent> events;
+inline std::vector<LogEvent> EventsOf(const Job& job) {
+  std::vector<LogEvent> events;
   auto reader = job.log()->Read(0);
   if (!reader.ok()) return events;
   while (true) {
@@ -53,8 +53,8 @@ inline std::vector<v1::JobEvent> EventsOf(const Job& job) {
 class JobEvents {
  public:
   void Watch(std::shared_ptr<Job> job) { job_ = std::move(job); }
-  std::vector<v1::JobEvent> events() const { return EventsOf(*job_); }
-  std::vector<v1::JobEvent> AwaitClosed() const {
+  std::vector<LogEvent> events() const { return EventsOf(*job_); }
+  std::vector<LogEvent> AwaitClosed() const {
     job_->AwaitFinished(absl::InfiniteFuture());
     return EventsOf(*job_);
   }

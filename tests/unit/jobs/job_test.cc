@@ -98,9 +98,9 @@ class JobTest : public ::testing::Test {
 
   // The cases of the job's events, without progress events (they come as
   // time passes).
-  static std::vector<v1::JobEvent::EventCase> EventCases(const Job& job) {
-    std::vector<v1::JobEvent::EventCase> cases;
-    for (const v1::JobEvent& event : testing::EventsOf(job)) {
+  static std::vector<LogEvent::EventCase> EventCases(const Job& job) {
+    std::vector<LogEvent::EventCase> cases;
+    for (const LogEvent& event : testing::EventsOf(job)) {
       if (event.has_progress()) continue;
       cases.push_back(event.event_case());
     }
@@ -133,8 +133,8 @@ TEST_F(JobTest, ACreatedJobIsQueuedThenRunsToSucceeded) {
   EXPECT_EQ(snapshot.shards_succeeded(), 2);
   EXPECT_EQ(StoredState(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_THAT(EventCases(*job),
-              ElementsAre(v1::JobEvent::kStarted, v1::JobEvent::kShardResult,
-                          v1::JobEvent::kShardResult, v1::JobEvent::kFinished));
+              ElementsAre(LogEvent::kStarted, LogEvent::kShardResult,
+                          LogEvent::kShardResult, LogEvent::kFinished));
 }
 
 TEST_F(JobTest, ACancelledJobEndsCancelledWithItsReason) {
@@ -148,7 +148,7 @@ TEST_F(JobTest, ACancelledJobEndsCancelledWithItsReason) {
   EXPECT_EQ(snapshot.state(), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(snapshot.reason(), "cancelled by alice");
   EXPECT_EQ(snapshot.rows_succeeded(), 1);
-  const std::vector<v1::JobEvent> events = testing::EventsOf(*job);
+  const std::vector<LogEvent> events = testing::EventsOf(*job);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back().finished().state(), v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(StoredState(), v1::JOB_STATE_CANCELLED);

@@ -59,7 +59,7 @@ TEST_F(PipelineStagesTest, RowsNoUncommittedShardCanPrecedeGoOnAtOnce) {
   Report(*job, seed0, {Flattened(0, 0, "a0"), Flattened(0, 1, "same")});
   ASSERT_TRUE(job->HasShardToStart());
   ShardSpec next = job->StartNextShard();
-  EXPECT_EQ(StageOf(next), 1);
+  EXPECT_EQ(next.stage, 1);
   EXPECT_THAT(Values(*job, next), ElementsAre("a0"));
   EXPECT_FALSE(job->HasShardToStart());
 

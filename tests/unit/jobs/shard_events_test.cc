@@ -22,9 +22,9 @@ v1::ResultRow Row(int64_t index, size_t text_bytes) {
 
 // The row indices of each event's rows (results or stage rows), and "E"
 // for a shard_error.
-std::vector<std::string> Shape(const std::vector<v1::JobEvent>& group) {
+std::vector<std::string> Shape(const std::vector<LogEvent>& group) {
   std::vector<std::string> shape;
-  for (const v1::JobEvent& event : group) {
+  for (const LogEvent& event : group) {
     const auto* rows = event.has_shard_result() ? &event.shard_result().rows()
                        : event.has_stage_rows() ? &event.stage_rows().rows()
                                                 : nullptr;
@@ -46,10 +46,11 @@ TEST(BlockShardEventsTest, RowsAreSplitAtTheLimitBetweenRows) {
   ShardOutcome outcome;
   for (int i = 0; i < 5; ++i) outcome.rows.push_back(Row(i, 100));
   // Two rows fit in an event, the third does not.
-  std::vector<v1::JobEvent> group = BlockShardEvents(
-      ShardSpec{3, 0, 5}, std::move(outcome), 2 * row_bytes + 1);
+  std::vector<LogEvent> group =
+      BlockShardEvents(ShardSpec{.index = 3, .first_row = 0, .row_count = 5},
+                       std::move(outcome), 2 * row_bytes + 1);
   EXPECT_THAT(Shape(group), ElementsAre("01", "23", "4"));
-  for (const v1::JobEvent& event : group) {
+  for (const LogEvent& event : group) {
     EXPECT_EQ(event.shard_result().shard_index(), 3);
   }
 }
@@ -59,8 +60,9 @@ TEST(BlockShardEventsTest, ARowLargerThanTheLimitGoesAlone) {
   outcome.rows.push_back(Row(0, 10));
   outcome.rows.push_back(Row(1, 5000));
   outcome.rows.push_back(Row(2, 10));
-  std::vector<v1::JobEvent> group =
-      BlockShardEvents(ShardSpec{0, 0, 3}, std::move(outcome), 1000);
+  std::vector<LogEvent> group =
+      BlockShardEvents(ShardSpec{.index = 0, .first_row = 0, .row_count = 3},
+                       std::move(outcome), 1000);
   EXPECT_THAT(Shape(group), ElementsAre("0", "1", "2"));
 }
 
@@ -70,8 +72,9 @@ TEST(BlockShardEventsTest, FailedRowsAreRunsOfTheSameError) {
   const absl::Status busy = absl::UnavailableError("busy");
   const absl::Status bad = absl::InvalidArgumentError("bad");
   outcome.failed_rows = {{1, busy, 3}, {2, busy, 3}, {3, bad, 1}, {5, bad, 1}};
-  std::vector<v1::JobEvent> group =
-      BlockShardEvents(ShardSpec{0, 0, 6}, std::move(outcome));
+  std::vector<LogEvent> group =
+      BlockShardEvents(ShardSpec{.index = 0, .first_row = 0, .row_count = 6},
+                       std::move(outcome));
   ASSERT_THAT(Shape(group), ElementsAre("0", "E", "E", "E"));
   // Rows 1-2 together; 3 and 5 apart (4 succeeded between them).
   EXPECT_EQ(group[1].shard_error().first_row(), 1);
@@ -84,12 +87,16 @@ TEST(BlockShardEventsTest, FailedRowsAreRunsOfTheSameError) {
 }
 
 TEST(BlockShardEventsTest, AShardWithNothingGivesNoEvent) {
-  EXPECT_TRUE(BlockShardEvents(ShardSpec{0, 0, 0}, ShardOutcome{}).empty());
+  EXPECT_TRUE(
+      BlockShardEvents(ShardSpec{.index = 0, .first_row = 0, .row_count = 0},
+                       ShardOutcome{})
+          .empty());
 }
 
 TEST(WholeShardErrorEventTest, CoversEveryRowAndNamesTheStep) {
-  v1::JobEvent event = WholeShardErrorEvent(
-      ShardSpec{7, 40, 8}, absl::CancelledError("stopped"), 2, "ask");
+  LogEvent event = WholeShardErrorEvent(
+      ShardSpec{.index = 7, .first_row = 40, .row_count = 8},
+      absl::CancelledError("stopped"), 2, "ask");
   EXPECT_EQ(event.shard_error().shard_index(), 7);
   EXPECT_EQ(event.shard_error().first_row(), 40);
   EXPECT_EQ(event.shard_error().row_count(), 8);
@@ -124,10 +131,11 @@ class StageShardEventsTest : public ::testing::Test {
 
 TEST_F(StageShardEventsTest, BeforeABarrierTheRowsAreStageRows) {
   const size_t row_bytes = Row(9, 100).ByteSizeLong();  // the largest
-  std::vector<v1::JobEvent> group = StageShardEvents(
-      ShardSpec{1, 0, 3}, pipeline_, 0, Outcome(3), row_bytes + 1);
+  std::vector<LogEvent> group = StageShardEvents(
+      ShardSpec{.stage = 0, .index = 1, .first_row = 0, .row_count = 3},
+      pipeline_, Outcome(3), row_bytes + 1);
   ASSERT_THAT(Shape(group), ElementsAre("0", "1", "2"));
-  for (const v1::JobEvent& event : group) {
+  for (const LogEvent& event : group) {
     EXPECT_TRUE(event.has_stage_rows());
     EXPECT_EQ(event.stage_rows().shard_index(), 1);
   }
@@ -137,8 +145,9 @@ TEST_F(StageShardEventsTest, BeforeABarrierTheRowsAreStageRows) {
 }
 
 TEST_F(StageShardEventsTest, TheLastStageGivesResultsEvenWithNoRows) {
-  std::vector<v1::JobEvent> group =
-      StageShardEvents(ShardSpec{0, 0, 1}, pipeline_, 1, Outcome(0));
+  std::vector<LogEvent> group = StageShardEvents(
+      ShardSpec{.stage = 1, .index = 0, .first_row = 0, .row_count = 1},
+      pipeline_, Outcome(0));
   ASSERT_EQ(group.size(), 1u);
   EXPECT_TRUE(group[0].has_shard_result());
   EXPECT_EQ(group[0].shard_result().steps_size(), 2);
@@ -150,8 +159,9 @@ TEST_F(StageShardEventsTest, FailuresFollowInOutputOrderNamingTheirStep) {
       PipelineRowFailure{1, 4, {2, 1}, absl::InternalError("late"), 1});
   outcome.failed_steps.push_back(
       PipelineRowFailure{0, 3, {0, 5}, absl::InternalError("early"), 2});
-  std::vector<v1::JobEvent> group =
-      StageShardEvents(ShardSpec{0, 0, 5}, pipeline_, 1, std::move(outcome));
+  std::vector<LogEvent> group = StageShardEvents(
+      ShardSpec{.stage = 1, .index = 0, .first_row = 0, .row_count = 5},
+      pipeline_, std::move(outcome));
   ASSERT_THAT(Shape(group), ElementsAre("0", "E", "E"));
   EXPECT_EQ(group[1].shard_error().step(), "a");
   EXPECT_EQ(group[1].shard_error().first_row(), 3);

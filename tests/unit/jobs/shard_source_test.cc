@@ -85,7 +85,7 @@ TEST(ShardSourceTest, AResumedBlockSkipsTheShardsItsTallyCounts) {
   const ShardPlan plan(4, 1);
   JobTally tally(plan.shard_count());
   for (int64_t committed : {0, 2}) {
-    v1::JobEvent event;
+    LogEvent event;
     event.mutable_shard_result()->set_shard_index(committed);
     tally.Add(event);
   }
@@ -111,8 +111,8 @@ TEST(ShardSourceTest, BarrierRowsGoOnInOutputOrderOnceNothingCanPrecedeThem) {
   Commit(source, seed0, {Flattened(0, 0, "a0"), Flattened(0, 1, "same")});
   ASSERT_TRUE(source.HasShardToStart());
   const ShardSpec first = source.Next();
-  EXPECT_EQ(first.index, kStageStride);
-  EXPECT_EQ(StageOf(first), 1);
+  EXPECT_EQ(first.stage, 1);
+  EXPECT_EQ(first.index, 0);
   EXPECT_THAT(Values(source.StageRows(first)), ElementsAre("a0"));
   EXPECT_FALSE(source.HasShardToStart());
 
@@ -120,7 +120,7 @@ TEST(ShardSourceTest, BarrierRowsGoOnInOutputOrderOnceNothingCanPrecedeThem) {
   std::vector<std::string> released;
   while (source.HasShardToStart()) {
     const ShardSpec shard = source.Next();
-    EXPECT_EQ(StageOf(shard), 1);
+    EXPECT_EQ(shard.stage, 1);
     for (const std::string& value : Values(source.StageRows(shard))) {
       released.push_back(value);
     }
@@ -147,7 +147,8 @@ TEST(ShardSourceTest, AStagesShortLastShardWaitsUntilItsInputIsComplete) {
   Commit(source, seeds23, {});
   ASSERT_TRUE(source.HasShardToStart());
   const ShardSpec short_shard = source.Next();
-  EXPECT_EQ(short_shard.index, kStageStride);
+  EXPECT_EQ(short_shard.stage, 1);
+  EXPECT_EQ(short_shard.index, 0);
   EXPECT_EQ(short_shard.first_row, 0);
   EXPECT_EQ(short_shard.row_count, 1);
   EXPECT_THAT(Values(source.StageRows(short_shard)), ElementsAre("x0"));
@@ -161,7 +162,7 @@ TEST(ShardSourceTest, AResumedPipelineTakesItsBarrierRowsFromTheTally) {
   const JobSpec spec = PipelineSpecWithBarrier(1);
   const ShardPlan plan(2, 1);
   JobTally tally(plan.shard_count());
-  v1::JobEvent event;
+  LogEvent event;
   event.mutable_stage_rows()->set_shard_index(0);
   *event.mutable_stage_rows()->add_rows() = Flattened(0, 0, "a0");
   tally.Add(event);
@@ -169,11 +170,35 @@ TEST(ShardSourceTest, AResumedPipelineTakesItsBarrierRowsFromTheTally) {
 
   ASSERT_TRUE(source.HasShardToStart());
   const ShardSpec later = source.Next();
-  EXPECT_EQ(later.index, kStageStride);
+  EXPECT_EQ(later.stage, 1);
+  EXPECT_EQ(later.index, 0);
   EXPECT_THAT(Values(source.StageRows(later)), ElementsAre("a0"));
   EXPECT_THAT(Indices(source), ElementsAre(1));
   // The rows were handed over once.
-  EXPECT_THAT(tally.TakeStageRows(0, plan.shard_count()), IsEmpty());
+  EXPECT_THAT(tally.TakeStageRows({0, 0}, {0, plan.shard_count()}), IsEmpty());
+}
+
+// A later stage's shard is named by its stage and index; a log written
+// before that packed them into shard_index (stage * 2^40 + index), and a
+// job resumed from it must find the same shards committed.
+TEST(JobTallyTest, ShardsAreNamedByStageAndIndexAndByAnOlderLogsPacking) {
+  JobTally tally(/*shard_count=*/2);
+  LogEvent named;
+  named.mutable_shard_result()->set_stage(1);
+  named.mutable_shard_result()->set_shard_index(3);
+  tally.Add(named);
+  LogEvent packed;
+  packed.mutable_shard_error()->set_shard_index((int64_t{1} << 40) + 4);
+  packed.mutable_shard_error()->set_row_count(1);
+  tally.Add(packed);
+
+  EXPECT_TRUE(tally.committed({1, 3}));
+  EXPECT_TRUE(tally.committed({1, 4}));
+  EXPECT_FALSE(tally.committed({0, 3}));
+  EXPECT_FALSE(tally.committed({1, 0}));
+  EXPECT_EQ(tally.committed_shards(), 2);
+  EXPECT_EQ(tally.shards_succeeded(), 1);
+  EXPECT_EQ(tally.shards_failed(), 1);
 }
 
 }  // namespace

@@ -35,7 +35,11 @@ class GatedRunner final : public BlockingShardRunner {
       ++cancellations_;
     });
     absl::MutexLock lock(&mu_);
-    started_.push_back(spec.job_id + ":" + std::to_string(shard.index));
+    // "job:3", or "job:1/3" for a pipeline's later stage.
+    started_.push_back(
+        spec.job_id + ":" +
+        (shard.stage == 0 ? "" : std::to_string(shard.stage) + "/") +
+        std::to_string(shard.index));
     ++running_;
     max_running_ = std::max(max_running_, running_);
     int seen_cancellations = cancellations_;
@@ -178,7 +182,7 @@ TEST(SchedulerStartedShardsTest,
   runner.AwaitParked(2);
   runner.ResumeOldest();
   runner.ResumeOldest();
-  std::vector<v1::JobEvent> all = events.AwaitClosed();
+  std::vector<LogEvent> all = events.AwaitClosed();
   ASSERT_TRUE(all.back().has_finished());
   EXPECT_EQ(all.back().finished().state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(all.back().finished().shards_succeeded(), 4);
@@ -253,7 +257,7 @@ class SchedulerTest : public ::testing::Test {
                    std::nullopt, tenant);
   }
 
-  static v1::JobFinished Finished(const std::vector<v1::JobEvent>& events) {
+  static v1::JobFinished Finished(const std::vector<LogEvent>& events) {
     EXPECT_TRUE(events.back().has_finished());
     return events.back().finished();
   }
@@ -418,24 +422,22 @@ TEST_F(SchedulerTest, APipelinesNextStageRunsOnceItsBarrierIsDone) {
   runner_.AwaitRunning(3);
   EXPECT_EQ(job->shard_count(), 3);  // the second stage is not known yet
   runner_.Open();
-  std::vector<v1::JobEvent> events = sink->AwaitClosed();
+  std::vector<LogEvent> events = sink->AwaitClosed();
   EXPECT_EQ(job->shard_count(), 6);
   std::vector<std::string> started = runner_.started();
   ASSERT_EQ(started.size(), 6u);
   EXPECT_THAT(std::vector<std::string>(started.begin(), started.begin() + 3),
               UnorderedElementsAre("staged:0", "staged:1", "staged:2"));
-  // A later stage's shards are numbered from a multiple of kStageStride.
-  auto second = [](int64_t local) {
-    return "staged:" + std::to_string(kStageStride + local);
-  };
+  // A later stage's shards are numbered from 0 within it.
   EXPECT_THAT(std::vector<std::string>(started.begin() + 3, started.end()),
-              UnorderedElementsAre(second(0), second(1), second(2)));
+              UnorderedElementsAre("staged:1/0", "staged:1/1", "staged:1/2"));
   int stage_rows = 0;
   int result_rows = 0;
-  for (const v1::JobEvent& event : events) {
+  for (const LogEvent& event : events) {
     if (event.has_stage_rows()) stage_rows += event.stage_rows().rows_size();
     if (event.has_shard_result()) {
-      EXPECT_GE(event.shard_result().shard_index(), kStageStride);
+      EXPECT_EQ(event.shard_result().stage(), 1);
+      EXPECT_LT(event.shard_result().shard_index(), 3);
       result_rows += event.shard_result().rows_size();
     }
   }
@@ -483,8 +485,7 @@ TEST_F(SchedulerTest, APipelineShardWaitingForItsCommitHoldsNoWorker) {
   EXPECT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(finished.rows_succeeded(), 1);
   EXPECT_THAT(runner_.started(),
-              ElementsAre("staged:0", "other:0", "other:1",
-                          "staged:" + std::to_string(kStageStride)));
+              ElementsAre("staged:0", "other:0", "other:1", "staged:1/0"));
 }
 
 TEST_F(SchedulerTest, CancelStopsNewShardsAndKeepsTheWorkers) {

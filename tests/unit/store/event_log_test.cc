@@ -43,7 +43,7 @@ std::vector<int64_t> ReplayShards(const std::string& path,
                                   LogCommitter& committer,
                                   std::shared_ptr<EventLog>* out = nullptr) {
   std::vector<int64_t> shards;
-  auto log = FileEventLog::Open(path, committer, [&](const v1::JobEvent& e) {
+  auto log = FileEventLog::Open(path, committer, [&](const LogEvent& e) {
     shards.push_back(e.shard_result().shard_index());
   });
   EXPECT_TRUE(log.ok()) << log.status();
@@ -60,7 +60,7 @@ class EventLogTest : public ::testing::Test {
     std::shared_ptr<EventLog> log;
     ReplayShards(path_, committer, &log);
     for (int i = 0; i < count; ++i) {
-      v1::JobEvent event = ResultOfShard(i);
+      LogEvent event = ResultOfShard(i);
       log->Append(event);
     }
     if (end) log->End(absl::OkStatus());
@@ -74,7 +74,7 @@ class EventLogTest : public ::testing::Test {
 TEST_F(EventLogTest, MemoryLogNumbersEventsAndReadsThemInOrder) {
   auto log = MemoryEventLog::Create();
   for (int i = 0; i < 3; ++i) {
-    v1::JobEvent event = ResultOfShard(i);
+    LogEvent event = ResultOfShard(i);
     EXPECT_EQ(log->Append(event), static_cast<uint64_t>(i + 1));
     EXPECT_EQ(event.sequence(), static_cast<uint64_t>(i + 1));
   }
@@ -85,7 +85,7 @@ TEST_F(EventLogTest, MemoryLogNumbersEventsAndReadsThemInOrder) {
 
 TEST_F(EventLogTest, ReaderEndsOnlyOnceTheEndIsCommittedAndRead) {
   auto log = MemoryEventLog::Create();
-  v1::JobEvent event = ResultOfShard(0);
+  LogEvent event = ResultOfShard(0);
   log->Append(event);
   auto reader = *log->Read(0);
   EXPECT_EQ(reader->End(), std::nullopt);  // more may come
@@ -100,7 +100,7 @@ TEST_F(EventLogTest, NotifyAfterRunsOnTheNextCommitNotBefore) {
   int calls = 0;
   EXPECT_TRUE(log->NotifyAfter(0, [&] { ++calls; }));
   EXPECT_EQ(calls, 0);
-  v1::JobEvent event = ResultOfShard(0);
+  LogEvent event = ResultOfShard(0);
   log->Append(event);
   EXPECT_EQ(calls, 1);
   // Already committed after 0: nothing to wait for.
@@ -113,7 +113,7 @@ TEST_F(EventLogTest, FileLogIsReadBackOnlyOnceCommitted) {
   std::shared_ptr<EventLog> log;
   EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre());
   for (int i = 0; i < 50; ++i) {
-    v1::JobEvent event = ResultOfShard(i);
+    LogEvent event = ResultOfShard(i);
     log->Append(event);
   }
   log->AwaitCommitted();
@@ -128,7 +128,7 @@ TEST_F(EventLogTest, FileLogIsReadBackOnlyOnceCommitted) {
   ASSERT_EQ(replayed.size(), 50u);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(replayed[i], i);
   // Appends go on after the last sequence.
-  v1::JobEvent event = ResultOfShard(50);
+  LogEvent event = ResultOfShard(50);
   EXPECT_EQ(log->Append(event), 51u);
 }
 
@@ -138,7 +138,7 @@ TEST_F(EventLogTest, TornTailIsCutAndNotParsed) {
   const auto whole = std::filesystem::file_size(path_);
   {
     // A crash mid-write: the first 20 bytes of a fourth record.
-    v1::JobEvent event = ResultOfShard(3);
+    LogEvent event = ResultOfShard(3);
     event.set_sequence(4);
     std::string payload = event.SerializeAsString();
     std::string partial(16, '\x01');
@@ -149,7 +149,7 @@ TEST_F(EventLogTest, TornTailIsCutAndNotParsed) {
   std::shared_ptr<EventLog> log;
   EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre(0, 1, 2));
   EXPECT_EQ(std::filesystem::file_size(path_), whole);
-  v1::JobEvent event = ResultOfShard(3);
+  LogEvent event = ResultOfShard(3);
   EXPECT_EQ(log->Append(event), 4u);
   log->AwaitCommitted();
   EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4));
@@ -159,8 +159,8 @@ TEST_F(EventLogTest, AGroupIsReadWholeAndAGroupTornMidwayIsCutWhole) {
   LogCommitter committer;
   std::shared_ptr<EventLog> log = WriteShards(committer, 1);
   const auto before_group = std::filesystem::file_size(path_);
-  std::vector<v1::JobEvent> group = {ResultOfShard(1), ResultOfShard(1),
-                                     ResultOfShard(1)};
+  std::vector<LogEvent> group = {ResultOfShard(1), ResultOfShard(1),
+                                 ResultOfShard(1)};
   EXPECT_EQ(log->AppendGroup(absl::MakeSpan(group)), 4u);
   log->AwaitCommitted();
   EXPECT_THAT(SequencesAfter(*log, 0), ElementsAre(1, 2, 3, 4));
@@ -172,7 +172,7 @@ TEST_F(EventLogTest, AGroupIsReadWholeAndAGroupTornMidwayIsCutWhole) {
   std::filesystem::resize_file(path_, after_group - third_record);
   EXPECT_THAT(ReplayShards(path_, committer, &log), ElementsAre(0));
   EXPECT_EQ(std::filesystem::file_size(path_), before_group);
-  v1::JobEvent event = ResultOfShard(1);
+  LogEvent event = ResultOfShard(1);
   EXPECT_EQ(log->Append(event), 2u);
 }
 
@@ -209,8 +209,8 @@ LogCommitter::Options NoRetry() {
 }
 
 // A shard result of about 1 kB.
-v1::JobEvent BigResult(int64_t shard) {
-  v1::JobEvent big = ResultOfShard(shard);
+LogEvent BigResult(int64_t shard) {
+  LogEvent big = ResultOfShard(shard);
   (*big.mutable_shard_result()
         ->mutable_rows(0)
         ->mutable_columns()
@@ -256,7 +256,7 @@ TEST_F(EventLogTest, AFailedCommitLeavesWhatWasCommittedIntact) {
     error = status;
     failed.Notify();
   });
-  v1::JobEvent big = BigResult(3);
+  LogEvent big = BigResult(3);
   log->Append(big);
   failed.WaitForNotification();
   log->AwaitCommitted();  // returns: committing has failed
@@ -297,13 +297,13 @@ TEST_F(EventLogTest, ACommitThatFailsIsRetriedUntilTheDiskHasRoomAgain) {
   log->SetOnCommitError([&](absl::Status) { log_failed = true; });
 
   FileSizeLimit limit(committed_size + 100);
-  v1::JobEvent big = BigResult(3);
+  LogEvent big = BigResult(3);
   log->Append(big);
   down.WaitForNotification();
   EXPECT_FALSE(committer.up());
   EXPECT_EQ(reported.code(), absl::StatusCode::kResourceExhausted);
   // Appended while the disk is full: kept, and committed after the first.
-  v1::JobEvent next = ResultOfShard(4);
+  LogEvent next = ResultOfShard(4);
   log->Append(next);
   // Nothing uncommitted is read, and the file holds only whole records.
   EXPECT_EQ(log->last_sequence(), 3u);
@@ -332,7 +332,7 @@ TEST_F(EventLogTest, CommitsFailingPastTheOutageLimitFailTheLog) {
   FileSizeLimit limit(std::filesystem::file_size(path_) + 100);
   absl::Notification failed;
   log->SetOnCommitError([&](absl::Status) { failed.Notify(); });
-  v1::JobEvent big = BigResult(1);
+  LogEvent big = BigResult(1);
   log->Append(big);
   failed.WaitForNotification();  // retried until the limit, then failed
   log->AwaitCommitted();
@@ -342,9 +342,9 @@ TEST_F(EventLogTest, CommitsFailingPastTheOutageLimitFailTheLog) {
 
 TEST_F(EventLogTest, AReaderGetsEachEventAsAppendedWithItsCase) {
   auto log = MemoryEventLog::Create();
-  v1::JobEvent result = ResultOfShard(7);
+  LogEvent result = ResultOfShard(7);
   log->Append(result);
-  v1::JobEvent stage_rows;
+  LogEvent stage_rows;
   stage_rows.set_job_id("j");
   stage_rows.mutable_stage_rows()->set_shard_index(1);
   log->Append(stage_rows);
@@ -353,13 +353,13 @@ TEST_F(EventLogTest, AReaderGetsEachEventAsAppendedWithItsCase) {
   auto first = *reader->Next();
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->sequence, 1u);
-  EXPECT_EQ(first->event_case, v1::JobEvent::kShardResult);
-  v1::JobEvent parsed;
+  EXPECT_EQ(first->event_case, LogEvent::kShardResult);
+  LogEvent parsed;
   ASSERT_TRUE(parsed.ParseFromString(first->bytes));
   EXPECT_EQ(parsed.SerializeAsString(), result.SerializeAsString());
   auto second = *reader->Next();
   ASSERT_TRUE(second.has_value());
-  EXPECT_EQ(second->event_case, v1::JobEvent::kStageRows);
+  EXPECT_EQ(second->event_case, LogEvent::kStageRows);
   EXPECT_EQ((*reader->Next()), std::nullopt);
 }
 
@@ -369,7 +369,7 @@ TEST_F(EventLogTest, AReaderReadsOnPastWhatItReadAheadAsMoreIsCommitted) {
   ReplayShards(path_, committer, &log);
   // Events of about 100 KB: a read-ahead chunk holds two or three.
   auto append = [&](int shard) {
-    v1::JobEvent event = ResultOfShard(shard);
+    LogEvent event = ResultOfShard(shard);
     (*event.mutable_shard_result()
           ->mutable_rows(0)
           ->mutable_columns()
@@ -384,7 +384,7 @@ TEST_F(EventLogTest, AReaderReadsOnPastWhatItReadAheadAsMoreIsCommitted) {
       auto next = reader->Next();
       ASSERT_TRUE(next.ok()) << next.status();
       if (!next->has_value()) return;
-      v1::JobEvent event;
+      LogEvent event;
       ASSERT_TRUE(event.ParseFromString((*next)->bytes));
       EXPECT_EQ(
           event.shard_result()
@@ -409,8 +409,7 @@ TEST_F(EventLogTest, AReaderReadsOnPastWhatItReadAheadAsMoreIsCommitted) {
 TEST_F(EventLogTest, UnwritableFileIsResourceExhaustedNamingIt) {
   // /dev/full takes the open and refuses every write: a full disk.
   LogCommitter committer;
-  auto log =
-      FileEventLog::Open("/dev/full", committer, [](const v1::JobEvent&) {});
+  auto log = FileEventLog::Open("/dev/full", committer, [](const LogEvent&) {});
   ASSERT_FALSE(log.ok());
   EXPECT_EQ(log.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(log.status().message(), HasSubstr("/dev/full"));

@@ -95,7 +95,7 @@ TEST_F(SqliteJobStoreTest, ATenantsUsageCountsItsFilesEachOnce) {
   record.tenant = "alice";
   ASSERT_TRUE(store->AddJob(record).ok());
   {
-    auto log = store->OpenJobLog("job", [](const v1::JobEvent&) {});
+    auto log = store->OpenJobLog("job", [](const LogEvent&) {});
     ASSERT_TRUE(log.ok());
   }
   std::ofstream(dir_ + "/jobs/job/events.log", std::ios::app)

@@ -25,7 +25,7 @@ std::string LogBytes(const std::vector<std::vector<int64_t>>& groups) {
   uint64_t sequence = 0;
   for (const std::vector<int64_t>& group : groups) {
     for (size_t i = 0; i < group.size(); ++i) {
-      v1::JobEvent event = ResultOfShard(group[i]);
+      LogEvent event = ResultOfShard(group[i]);
       event.set_sequence(++sequence);
       AppendRecord(sequence, event.SerializeAsString(), i + 1 < group.size(),
                    bytes);
@@ -48,7 +48,7 @@ Scan ScanOf(const std::string& bytes) {
         std::memcpy(out, bytes.data() + offset, got);
         return got;
       },
-      [&](const v1::JobEvent& event) {
+      [&](const LogEvent& event) {
         scan.replayed.push_back(event.shard_result().shard_index());
       });
   EXPECT_TRUE(whole.ok()) << whole.status();
@@ -87,7 +87,7 @@ TEST(LogFormatTest, AFlippedByteEndsTheScanAtTheRecordBeforeIt) {
 
 TEST(LogFormatTest, ARecordOutOfSequenceEndsTheScan) {
   std::string bytes = LogBytes({{7}});
-  v1::JobEvent skipped = ResultOfShard(9);
+  LogEvent skipped = ResultOfShard(9);
   skipped.set_sequence(3);  // 2 is missing
   AppendRecord(3, skipped.SerializeAsString(), false, bytes);
   Scan scan = ScanOf(bytes);
@@ -96,14 +96,13 @@ TEST(LogFormatTest, ARecordOutOfSequenceEndsTheScan) {
 }
 
 TEST(LogFormatTest, TheEventCaseIsReadFromTheTagsWithoutParsing) {
-  v1::JobEvent result = ResultOfShard(1);
-  EXPECT_EQ(EventCaseOf(result.SerializeAsString()),
-            v1::JobEvent::kShardResult);
-  v1::JobEvent finished;
+  LogEvent result = ResultOfShard(1);
+  EXPECT_EQ(EventCaseOf(result.SerializeAsString()), LogEvent::kShardResult);
+  LogEvent finished;
   finished.set_sequence(5);
   finished.mutable_finished();
-  EXPECT_EQ(EventCaseOf(finished.SerializeAsString()), v1::JobEvent::kFinished);
-  EXPECT_EQ(EventCaseOf("\xff\xff"), v1::JobEvent::EVENT_NOT_SET);
+  EXPECT_EQ(EventCaseOf(finished.SerializeAsString()), LogEvent::kFinished);
+  EXPECT_EQ(EventCaseOf("\xff\xff"), LogEvent::EVENT_NOT_SET);
 }
 
 }  // namespace
