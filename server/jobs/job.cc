@@ -103,6 +103,7 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
       tenant_(record.tenant),
       store_(store),
       metrics_(metrics),
+      saved_version_(record.version),
       tally_(std::move(tally)),
       source_(spec_, plan_, tally_) {
   // A record repaired from the log is saved once the lock is released.
@@ -224,11 +225,13 @@ bool Job::SaveRecord() {
     if (record_.state == v1::JOB_STATE_SUSPENDED) return false;
     record = record_;
   }
+  record.version = saved_version_;
   if (absl::Status saved = store_.UpdateJob(record); !saved.ok()) {
     Log(LogLevel::kError, "job store: cannot save the job's state",
         {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
     return false;
   }
+  ++saved_version_;
   return true;
 }
 

@@ -173,6 +173,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
   record.request_digest = digest;
   record.create_time = absl::Now();
   SDG_RETURN_IF_ERROR(store_.AddJob(record));
+  record.version = 1;  // as AddJob stored it
   // From here on, removing the job removes its dataset too.
   std::move(discard_dataset).Cancel();
   absl::Cleanup remove_job = [&] { (void)store_.RemoveJob(job_id); };

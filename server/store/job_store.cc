@@ -31,6 +31,14 @@ absl::Status NoJobDataset(const std::string& job_id) {
       absl::StrCat("the store holds no dataset for job ", Quoted(job_id)));
 }
 
+absl::Status JobChanged(const std::string& job_id, int64_t expected,
+                        int64_t stored) {
+  return absl::AbortedError(absl::StrCat(
+      "job ", Quoted(job_id),
+      " was saved by another writer since this one read it (version ", expected,
+      " expected, ", stored, " stored)"));
+}
+
 std::string RequestDigest(const v1::GenerateJobRequest& request,
                           absl::Span<const absl::string_view> serialized_rows) {
   v1::GenerateJobRequest copy = request;

@@ -47,6 +47,11 @@ struct JobRecord {
   int64_t total_rows = 0;
   int64_t total_shards = 0;
   uint64_t last_sequence = 0;
+  // Set by the store: 1 once added, one more at each UpdateJob. A record is
+  // saved only over the version it was loaded or last saved at (compare
+  // and set), so a writer that lost the job to another cannot overwrite
+  // what the other saved.
+  int64_t version = 0;
 
   // QUEUED or RUNNING as stored: the job runs on when a server starts.
   bool unfinished() const {
@@ -104,9 +109,13 @@ class JobStore {
   // Returns how many went.
   virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;
 
-  // Durable when it returns. ALREADY_EXISTS for a job_id stored already.
+  // Durable when it returns; the stored record's version is 1 (whatever
+  // record.version says). ALREADY_EXISTS for a job_id stored already.
   virtual absl::Status AddJob(const JobRecord& record) = 0;
-  // NOT_FOUND (NoSuchJob) for a job not stored.
+  // Saves the record's state, times, reason and counts (its request and
+  // tenant are fixed at AddJob) if the stored version is record.version,
+  // which then becomes record.version + 1. NOT_FOUND (NoSuchJob) for a job
+  // not stored; ABORTED (JobChanged) if another write came first.
   virtual absl::Status UpdateJob(const JobRecord& record) = 0;
   // The record, the dataset and the events; OK if there was none.
   virtual absl::Status RemoveJob(const std::string& job_id) = 0;
@@ -140,6 +149,10 @@ absl::Status NoSuchUpload(const std::string& dataset_id);
 // NOT_FOUND: the store holds no record of the job, or no dataset for it.
 absl::Status NoSuchJob(const std::string& job_id);
 absl::Status NoJobDataset(const std::string& job_id);
+// ABORTED: the job's record was saved by another writer since this one
+// loaded or saved it at `expected`.
+absl::Status JobChanged(const std::string& job_id, int64_t expected,
+                        int64_t stored);
 
 // SHA-256 of the request as the digest compares it (detach excluded).
 // Inline rows kept serialized hash as sent: the same request means the same

@@ -117,6 +117,7 @@ absl::Status MemoryJobStore::AddJob(const JobRecord& record) {
         absl::StrCat("the store holds job ", Quoted(record.job_id)));
   }
   it->second = NumberedRecord{++jobs_added_, record};
+  it->second.record.version = 1;
   return absl::OkStatus();
 }
 
@@ -126,6 +127,10 @@ absl::Status MemoryJobStore::UpdateJob(const JobRecord& record) {
   if (it == records_.end()) return NoSuchJob(record.job_id);
   // The request and its digest are fixed at AddJob, as in the SQLite store.
   JobRecord& stored = it->second.record;
+  if (stored.version != record.version) {
+    return JobChanged(record.job_id, record.version, stored.version);
+  }
+  stored.version = record.version + 1;
   stored.state = record.state;
   stored.start_time = record.start_time;
   stored.end_time = record.end_time;

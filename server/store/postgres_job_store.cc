@@ -380,7 +380,7 @@ class PostgresDatasetBuilder final : public DatasetBuilder {
 constexpr absl::string_view kJobColumns =
     "job_id, request, request_digest, state, create_ns, start_ns, end_ns, "
     "reason, resumed, finished, tenant, total_rows, total_shards, "
-    "last_sequence";
+    "last_sequence, version";
 
 JobRecord RecordFrom(const pg::Result& rows, int i) {
   JobRecord record;
@@ -402,6 +402,7 @@ JobRecord RecordFrom(const pg::Result& rows, int i) {
   record.total_rows = rows.Int64(i, 11);
   record.total_shards = rows.Int64(i, 12);
   record.last_sequence = static_cast<uint64_t>(rows.Int64(i, 13));
+  record.version = rows.Int64(i, 14);
   return record;
 }
 
@@ -610,8 +611,9 @@ absl::Status PostgresJobStore::UpdateJob(const JobRecord& record) {
         pg::Result updated,
         conn->Exec("UPDATE jobs SET state = $2, start_ns = $3, end_ns = $4, "
                    "reason = $5, resumed = $6, finished = $7, "
-                   "total_rows = $8, total_shards = $9, last_sequence = $10 "
-                   "WHERE job_id = $1",
+                   "total_rows = $8, total_shards = $9, last_sequence = $10, "
+                   "version = version + 1 WHERE job_id = $1 AND version = $11",
+
                    pg::Params()
                        .Text(record.job_id)
                        .Int32(record.state)
@@ -622,10 +624,18 @@ absl::Status PostgresJobStore::UpdateJob(const JobRecord& record) {
                        .Bytes(record.finished.SerializeAsString())
                        .Int64(record.total_rows)
                        .Int64(record.total_shards)
-                       .Int64(static_cast<int64_t>(record.last_sequence)),
+                       .Int64(static_cast<int64_t>(record.last_sequence))
+                       .Int64(record.version),
                    "saving a job's state"));
-    if (updated.affected() == 0) return NoSuchJob(record.job_id);
-    return absl::OkStatus();
+    if (updated.affected() == 1) return absl::OkStatus();
+    // Not saved: tell a job not stored from one saved by another writer.
+    SDG_ASSIGN_OR_RETURN(
+        pg::Result stored,
+        conn->Exec("SELECT version FROM jobs WHERE job_id = $1",
+                   pg::Params().Text(record.job_id),
+                   "reading a job's version"));
+    if (stored.rows() == 0) return NoSuchJob(record.job_id);
+    return JobChanged(record.job_id, record.version, stored.Int64(0, 0));
   });
 }
 

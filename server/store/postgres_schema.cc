@@ -119,6 +119,10 @@ ALTER TABLE jobs ADD COLUMN total_rows bigint NOT NULL DEFAULT 0,
                  ADD COLUMN total_shards bigint NOT NULL DEFAULT 0,
                  ADD COLUMN last_sequence bigint NOT NULL DEFAULT 0;
 )sql",
+    // 6: the record's version, for UpdateJob's compare and set (JobRecord).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN version bigint NOT NULL DEFAULT 1;
+)sql",
 };
 
 // pg_advisory_lock's key: "sdgd" in ASCII.

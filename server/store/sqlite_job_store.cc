@@ -53,6 +53,7 @@ constexpr struct {
     {"jobs", "total_rows", "INTEGER NOT NULL DEFAULT 0"},
     {"jobs", "total_shards", "INTEGER NOT NULL DEFAULT 0"},
     {"jobs", "last_sequence", "INTEGER NOT NULL DEFAULT 0"},
+    {"jobs", "version", "INTEGER NOT NULL DEFAULT 1"},
 };
 
 using Sql = SqliteJobStore::Sql;
@@ -61,7 +62,7 @@ using Sql = SqliteJobStore::Sql;
 #define SDG_JOB_COLUMNS                                                   \
   "job_id, request, request_digest, state, create_ns, start_ns, end_ns, " \
   "reason, resumed, finished, tenant, total_rows, total_shards, "         \
-  "last_sequence"
+  "last_sequence, version"
 
 // Each statement with the step it is, for errors; in Sql's order.
 constexpr struct {
@@ -85,7 +86,8 @@ constexpr struct {
     {Sql::kUpdateJob, "saving a job's state",
      "UPDATE jobs SET state = ?, start_ns = ?, end_ns = ?, reason = ?, "
      "resumed = ?, finished = ?, total_rows = ?, total_shards = ?, "
-     "last_sequence = ? WHERE job_id = ?"},
+     "last_sequence = ?, version = version + 1 "
+     "WHERE job_id = ? AND version = ?"},
     {Sql::kDeleteJob, "removing a job", "DELETE FROM jobs WHERE job_id = ?"},
     {Sql::kSelectJobs, "loading the jobs",
      "SELECT " SDG_JOB_COLUMNS " FROM jobs ORDER BY seq"},
@@ -95,6 +97,8 @@ constexpr struct {
      "SELECT dataset_id FROM uploads WHERE tenant = ?"},
     {Sql::kSelectJobsOfTenant, "listing a tenant's jobs",
      "SELECT job_id FROM jobs WHERE tenant = ?"},
+    {Sql::kSelectJobVersion, "reading a job's version",
+     "SELECT version FROM jobs WHERE job_id = ?"},
 };
 #undef SDG_JOB_COLUMNS
 static_assert(std::size(kStatements) == SqliteJobStore::kStatementCount);
@@ -151,6 +155,7 @@ JobRecord RecordAt(sqlite3_stmt* stmt) {
   record.total_rows = sqlite3_column_int64(stmt, 11);
   record.total_shards = sqlite3_column_int64(stmt, 12);
   record.last_sequence = static_cast<uint64_t>(sqlite3_column_int64(stmt, 13));
+  record.version = sqlite3_column_int64(stmt, 14);
   return record;
 }
 
@@ -444,9 +449,17 @@ absl::Status SqliteJobStore::UpdateJob(const JobRecord& record) {
         sqlite3_bind_int64(stmt, 8, record.total_shards);
         sqlite3_bind_int64(stmt, 9, static_cast<int64_t>(record.last_sequence));
         BindText(stmt, 10, record.job_id);
+        sqlite3_bind_int64(stmt, 11, record.version);
       }));
-  if (updated == 0) return NoSuchJob(record.job_id);
-  return absl::OkStatus();
+  if (updated == 1) return absl::OkStatus();
+  // Not saved: tell a job not stored from one saved by another writer.
+  SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(Sql::kSelectJobVersion));
+  BindText(use.get(), 1, record.job_id);
+  const int rc = sqlite3_step(use.get());
+  if (rc == SQLITE_DONE) return NoSuchJob(record.job_id);
+  if (rc != SQLITE_ROW) return Error(Doing(Sql::kSelectJobVersion));
+  return JobChanged(record.job_id, record.version,
+                    sqlite3_column_int64(use.get(), 0));
 }
 
 absl::Status SqliteJobStore::RemoveJob(const std::string& job_id) {

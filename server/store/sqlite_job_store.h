@@ -79,8 +79,9 @@ class SqliteJobStore final : public JobStore {
     kSelectJob,
     kSelectUploadsOfTenant,
     kSelectJobsOfTenant,
+    kSelectJobVersion,
   };
-  static constexpr int kStatementCount = 11;
+  static constexpr int kStatementCount = 12;
 
  private:
   struct FinalizeStatement {

@@ -170,6 +170,37 @@ TEST_P(StoreConformanceTest, JobsLoadByIdInTheOrderAskedSkippingTheAbsent) {
   EXPECT_EQ(store_->LoadJob("b")->state, v1::JOB_STATE_RUNNING);
 }
 
+// Compare and set: a record is saved only over the version it was read
+// (or last saved) at, so a writer that lost the job to another cannot
+// overwrite what that one saved.
+TEST_P(StoreConformanceTest, AnUpdateLandsOnlyOverTheVersionItWasReadAt) {
+  JobRecord added = Record("a");
+  added.version = 41;  // AddJob stores version 1 whatever it is given
+  ASSERT_TRUE(store_->AddJob(added).ok());
+  const absl::StatusOr<JobRecord> read = store_->LoadJob("a");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->version, 1);
+
+  JobRecord running = *read;
+  running.state = v1::JOB_STATE_RUNNING;
+  ASSERT_TRUE(store_->UpdateJob(running).ok());
+  EXPECT_EQ(store_->LoadJob("a")->version, 2);
+
+  JobRecord stale = *read;
+  stale.state = v1::JOB_STATE_CANCELLED;
+  absl::Status refused = store_->UpdateJob(stale);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAborted) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("\"a\""));
+  EXPECT_THAT(refused.message(), HasSubstr("version 1 expected, 2 stored"));
+  EXPECT_EQ(store_->LoadJob("a")->state, v1::JOB_STATE_RUNNING);
+
+  JobRecord fresh = *store_->LoadJob("a");
+  fresh.state = v1::JOB_STATE_CANCELLED;
+  ASSERT_TRUE(store_->UpdateJob(fresh).ok());
+  EXPECT_EQ(store_->LoadJobs()->at(0).version, 3);
+  EXPECT_EQ(store_->LoadJobsById({"a"})->at(0).state, v1::JOB_STATE_CANCELLED);
+}
+
 TEST_P(StoreConformanceTest, UpdatingAJobNotStoredIsNotFoundNamingIt) {
   absl::Status updated = store_->UpdateJob(Record("ghost"));
   EXPECT_EQ(updated.code(), absl::StatusCode::kNotFound);
@@ -416,6 +447,7 @@ TEST_P(DurableStoreConformanceTest, RecordsAndUploadsSurviveReopening) {
   ASSERT_EQ(records->size(), 2u);
   EXPECT_EQ((*records)[0].job_id, "b");
   EXPECT_EQ((*records)[1].state, v1::JOB_STATE_RUNNING);
+  EXPECT_EQ((*records)[1].version, 2);
   EXPECT_TRUE(store_->FindUpload("ds").ok());
 }
 

@@ -22,6 +22,7 @@ inline JobRecord Record(const std::string& id,
   record.request.mutable_block()->set_model("m");
   record.request_digest = "digest-" + id;
   record.create_time = absl::FromUnixSeconds(1700000000);
+  record.version = 1;  // as AddJob stores it: one UpdateJob lands over it
   return record;
 }
 

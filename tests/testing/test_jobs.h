@@ -30,6 +30,7 @@ inline std::shared_ptr<Job> MakeTestJob(JobSpec spec, int64_t rows,
   // finds the first one's record there.
   const absl::Status added = store.AddJob(record);
   EXPECT_TRUE(added.ok() || absl::IsAlreadyExists(added)) << added;
+  record.version = 1;  // as AddJob stored it
   return *Job::Create(std::move(spec), std::move(record), std::move(dataset),
                       store, metrics);
 }

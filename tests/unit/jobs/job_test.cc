@@ -57,6 +57,7 @@ class JobTest : public ::testing::Test {
     record.job_id = spec.job_id;
     record.request.set_batch_size(batch_size);
     EXPECT_TRUE(store_->AddJob(record).ok());
+    record.version = 1;  // as AddJob stored it
     auto job = Job::Create(std::move(spec), std::move(record),
                            *std::move(dataset), *store_, metrics_);
     EXPECT_TRUE(job.ok()) << job.status();
@@ -135,6 +136,33 @@ TEST_F(JobTest, ACreatedJobIsQueuedThenRunsToSucceeded) {
   EXPECT_THAT(EventCases(*job),
               ElementsAre(LogEvent::kStarted, LogEvent::kShardResult,
                           LogEvent::kShardResult, LogEvent::kFinished));
+}
+
+// Each save lands over the one before (the store's version goes 1, 2, 3),
+// a restored job saves over the version it was loaded at, and a job whose
+// record another writer saved meanwhile leaves that record as it is.
+TEST_F(JobTest, AJobSavesOverItsOwnVersionAndNeverOverAnotherWriters) {
+  {
+    std::shared_ptr<Job> job = CreateJob(1, 1);
+    job->MarkRunning();
+    EXPECT_TRUE(job->SaveRecord());
+    EXPECT_EQ(store_->LoadJob("job")->version, 2);
+  }
+  Reopen();
+  std::shared_ptr<Job> job = RestoreJob(1);
+  EXPECT_TRUE(job->SaveRecord());
+  EXPECT_EQ(store_->LoadJob("job")->version, 3);
+
+  JobRecord other = *store_->LoadJob("job");
+  other.state = v1::JOB_STATE_CANCELLED;
+  other.reason = "saved by another writer";
+  ASSERT_TRUE(store_->UpdateJob(other).ok());
+  job->MarkRunning();
+  EXPECT_FALSE(job->SaveRecord());
+  const JobRecord stored = *store_->LoadJob("job");
+  EXPECT_EQ(stored.version, 4);
+  EXPECT_EQ(stored.state, v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(stored.reason, "saved by another writer");
 }
 
 TEST_F(JobTest, ACancelledJobEndsCancelledWithItsReason) {

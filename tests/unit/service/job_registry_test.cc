@@ -264,6 +264,7 @@ TEST_F(JobRegistryTest, AStoredEndedJobIsListedAndExpiresUnread) {
     record.finished.set_state(v1::JOB_STATE_CANCELLED);
     record.last_sequence = 3;
     ASSERT_TRUE(store_.AddJob(record).ok());
+    record.version = 1;  // as AddJob stored it
     ASSERT_TRUE(store_.UpdateJob(record).ok());
     ASSERT_TRUE(registry.AddEnded(record).ok());
   }

@@ -1,10 +1,11 @@
 // The log's events and the API's: a logged event is sent to watchers as
 // the bytes the log holds, so LogEvent must be JobEvent field for field,
 // with only its own stage_rows beside.
+#include "server/store/log_event.h"
+
 #include <gtest/gtest.h>
 
 #include "sdg/v1/generation.pb.h"
-#include "server/store/log_event.h"
 
 namespace sdg {
 namespace {
