@@ -57,9 +57,9 @@ absl::StatusOr<std::shared_ptr<Job>> Job::Create(
   const int64_t shard_count = SeedPlan(spec, dataset.get()).shard_count();
   SDG_ASSIGN_OR_RETURN(std::shared_ptr<EventLog> log,
                        store.OpenJobLog(record.job_id, [](const LogEvent&) {}));
-  auto job = std::make_shared<Job>(ConstructionKey(), std::move(spec),
-                                   std::move(record), std::move(dataset), log,
-                                   JobTally(shard_count), store, metrics);
+  auto job = std::make_shared<Job>(
+      ConstructionKey(), std::move(spec), std::move(record), std::move(dataset),
+      log, JobTally(shard_count), store, store, metrics);
   job->SuspendOnCommitError();
   return job;
 }
@@ -82,7 +82,7 @@ absl::StatusOr<std::shared_ptr<Job>> Job::Restore(
   }
   auto job = std::make_shared<Job>(
       ConstructionKey(), std::move(spec), std::move(record), std::move(dataset),
-      std::move(log), std::move(tally), store, metrics);
+      std::move(log), std::move(tally), store, store, metrics);
   if (!job->IsFinished()) job->SuspendOnCommitError();
   return job;
 }
@@ -96,12 +96,14 @@ void Job::SuspendOnCommitError() {
 
 Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
          std::shared_ptr<Dataset> dataset, std::shared_ptr<EventLog> log,
-         JobTally tally, JobStore& store, Metrics& metrics)
+         JobTally tally, JobRecordStore& records, JobLogStore& logs,
+         Metrics& metrics)
     : spec_(std::move(spec)),
       plan_(SeedPlan(spec_, dataset.get())),
       request_digest_(record.request_digest),
       tenant_(record.tenant),
-      store_(store),
+      records_(records),
+      logs_(logs),
       metrics_(metrics),
       saved_version_(record.version),
       tally_(std::move(tally)),
@@ -226,7 +228,7 @@ bool Job::SaveRecord() {
     record = record_;
   }
   record.version = saved_version_;
-  if (absl::Status saved = store_.UpdateJob(record); !saved.ok()) {
+  if (absl::Status saved = records_.UpdateJob(record); !saved.ok()) {
     Log(LogLevel::kError, "job store: cannot save the job's state",
         {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
     return false;
@@ -522,7 +524,7 @@ void Job::MarkFinished() {
   const bool saved = SaveRecord();
   // A finished job holds no open file; readers open their own.
   std::shared_ptr<EventLog> finished_log =
-      store_.OpenFinishedJobLog(spec_.job_id);
+      logs_.OpenFinishedJobLog(spec_.job_id);
   absl::MutexLock lock(&mu_);
   log_ = std::move(finished_log);
   stored_ended_ = saved;

@@ -62,7 +62,8 @@ class Job : public std::enable_shared_from_this<Job> {
   };
   Job(ConstructionKey, JobSpec spec, JobRecord record,
       std::shared_ptr<Dataset> dataset, std::shared_ptr<EventLog> log,
-      JobTally tally, JobStore& store, Metrics& metrics);
+      JobTally tally, JobRecordStore& records, JobLogStore& logs,
+      Metrics& metrics);
 
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -181,7 +182,10 @@ class Job : public std::enable_shared_from_this<Job> {
   const ShardPlan plan_;
   const std::string request_digest_;
   const std::string tenant_;
-  JobStore& store_;
+  // Where the job saves its record (SaveRecord), and where its log is
+  // opened again for reading once it has ended.
+  JobRecordStore& records_;
+  JobLogStore& logs_;
   Metrics& metrics_;
   CancellationToken token_;
   std::atomic<bool> suspending_ = false;

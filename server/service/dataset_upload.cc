@@ -9,7 +9,7 @@
 
 namespace sdg {
 
-DatasetUpload::DatasetUpload(JobStore& store, std::string tenant,
+DatasetUpload::DatasetUpload(DatasetStore& store, std::string tenant,
                              const Limits& limits)
     : store_(store), tenant_(std::move(tenant)), limits_(limits) {}
 

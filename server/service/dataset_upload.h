@@ -29,7 +29,7 @@ class DatasetUpload {
     StorageUsage usage;            // what the tenant held at the start
   };
   // The upload belongs to `tenant`: only its jobs can name it.
-  DatasetUpload(JobStore& store, std::string tenant, const Limits& limits);
+  DatasetUpload(DatasetStore& store, std::string tenant, const Limits& limits);
   // Discards what was written unless Complete succeeded.
   ~DatasetUpload();
   DatasetUpload(const DatasetUpload&) = delete;
@@ -43,7 +43,7 @@ class DatasetUpload {
   const std::string& dataset_id() const { return dataset_id_; }
 
  private:
-  JobStore& store_;
+  DatasetStore& store_;
   const std::string tenant_;
   const Limits limits_;
   std::string dataset_id_;

@@ -13,7 +13,7 @@ absl::Status NoSuchUpload(const std::string& dataset_id) {
       "dataset_id: no dataset ", Quoted(dataset_id), "; upload it first"));
 }
 
-absl::StatusOr<JobRecord> JobStore::LoadJob(const std::string& job_id) {
+absl::StatusOr<JobRecord> JobRecordStore::LoadJob(const std::string& job_id) {
   absl::StatusOr<std::vector<JobRecord>> records =
       LoadJobsById(absl::MakeConstSpan(&job_id, 1));
   if (!records.ok()) return records.status();

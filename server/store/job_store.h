@@ -1,9 +1,10 @@
 // Where jobs live: their records (request, state, times, counts), their
-// datasets and their event logs. Two stores implement it: SqliteJobStore
-// (the default: SQLite in WAL mode plus files under --state_dir; jobs
-// survive restarts and crashes) and MemoryJobStore (--ephemeral: nothing
-// outlives the process). A shared database can implement it later for
-// several replicas.
+// datasets and their event logs, each behind an interface of its own
+// (JobRecordStore, DatasetStore, JobLogStore) that JobStore joins. Stores:
+// SqliteJobStore (the default: SQLite in WAL mode plus files under
+// --state_dir; jobs survive restarts and crashes), MemoryJobStore
+// (--ephemeral: nothing outlives the process) and PostgresJobStore
+// (--store: one database that replicas share).
 #ifndef SDG_SERVER_JOBS_JOB_STORE_H_
 #define SDG_SERVER_JOBS_JOB_STORE_H_
 
@@ -77,12 +78,10 @@ struct StorageUsage {
   int64_t total() const { return upload_bytes + dataset_bytes + result_bytes; }
 };
 
-class JobStore {
+// A job's datasets and the uploads jobs may name.
+class DatasetStore {
  public:
-  virtual ~JobStore() = default;
-
-  // True if jobs survive a restart.
-  virtual bool durable() const = 0;
+  virtual ~DatasetStore() = default;
 
   // A new job's dataset; the job owns it from AddJob on.
   virtual absl::StatusOr<std::unique_ptr<DatasetBuilder>> NewJobDataset(
@@ -108,6 +107,12 @@ class JobStore {
   // Removes uploads saved before `cutoff` (jobs keep their own copies).
   // Returns how many went.
   virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;
+};
+
+// Jobs' records.
+class JobRecordStore {
+ public:
+  virtual ~JobRecordStore() = default;
 
   // Durable when it returns; the stored record's version is 1 (whatever
   // record.version says). ALREADY_EXISTS for a job_id stored already.
@@ -117,8 +122,6 @@ class JobStore {
   // which then becomes record.version + 1. NOT_FOUND (NoSuchJob) for a job
   // not stored; ABORTED (JobChanged) if another write came first.
   virtual absl::Status UpdateJob(const JobRecord& record) = 0;
-  // The record, the dataset and the events; OK if there was none.
-  virtual absl::Status RemoveJob(const std::string& job_id) = 0;
   // Every job, oldest first.
   virtual absl::StatusOr<std::vector<JobRecord>> LoadJobs() = 0;
   // One job's record. NOT_FOUND (NoSuchJob) for a job not stored.
@@ -127,6 +130,12 @@ class JobStore {
   // read at once (a page of ListJobs): one transaction, or one query.
   virtual absl::StatusOr<std::vector<JobRecord>> LoadJobsById(
       absl::Span<const std::string> job_ids) = 0;
+};
+
+// Jobs' event logs.
+class JobLogStore {
+ public:
+  virtual ~JobLogStore() = default;
 
   // The log of a job that may still append; what it holds goes to `replay`.
   virtual absl::StatusOr<std::shared_ptr<EventLog>> OpenJobLog(
@@ -135,6 +144,18 @@ class JobStore {
   // The log of a job that ended before this process started.
   virtual std::shared_ptr<EventLog> OpenFinishedJobLog(
       const std::string& job_id) = 0;
+};
+
+// The whole store: the three above, and what spans them.
+class JobStore : public DatasetStore,
+                 public JobRecordStore,
+                 public JobLogStore {
+ public:
+  // True if jobs survive a restart.
+  virtual bool durable() const = 0;
+
+  // The record, the dataset and the events; OK if there was none.
+  virtual absl::Status RemoveJob(const std::string& job_id) = 0;
 
   // What `tenant` holds, counted from what is stored (not from memory), so
   // that every process sharing the store counts the same. UNIMPLEMENTED for
