@@ -106,30 +106,19 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
       logs_(logs),
       metrics_(metrics),
       saved_version_(record.version),
+      state_(std::move(record), absl::Now()),
       tally_(std::move(tally)),
       source_(spec_, plan_, tally_) {
   // A record repaired from the log is saved once the lock is released.
   bool repaired = false;
   {
     absl::MutexLock lock(&mu_);
-    record_ = std::move(record);
     dataset_ = std::move(dataset);
     log_ = std::move(log);
-    if (record_.create_time == absl::InfinitePast()) {
-      record_.create_time = absl::Now();
-    }
-    if (const auto& finished = tally_.finished();
-        finished.has_value() && record_.finished.state() == 0) {
-      // A crash came between committing `finished` and saving the state.
-      record_.state = finished->state();
-      record_.reason = finished->reason();
-      record_.finished = *finished;
-      KeepTotalsLocked();
-      if (record_.end_time == absl::InfinitePast())
-        record_.end_time = absl::Now();
-      repaired = true;
-    }
-    if (!record_.unfinished()) {
+    // A crash may have come between committing `finished` and saving it.
+    repaired =
+        state_.RepairFromLog(tally_.finished(), TotalsLocked(), absl::Now());
+    if (!state_.record().unfinished()) {
       // Ended before this process started (a repaired record is in the
       // store once it is saved below; it stays in memory until then).
       ended_ = true;
@@ -224,8 +213,8 @@ bool Job::SaveRecord() {
     absl::MutexLock lock(&mu_);
     // A suspended job's stored state stays QUEUED or RUNNING: it resumes
     // when sdgd starts again.
-    if (record_.state == v1::JOB_STATE_SUSPENDED) return false;
-    record = record_;
+    if (state_.suspended()) return false;
+    record = state_.record();
   }
   record.version = saved_version_;
   if (absl::Status saved = records_.UpdateJob(record); !saved.ok()) {
@@ -239,17 +228,15 @@ bool Job::SaveRecord() {
 
 void Job::MarkRunning() {
   absl::MutexLock lock(&mu_);
-  record_.state = v1::JOB_STATE_RUNNING;
   run_start_ = absl::Now();
-  if (record_.start_time == absl::InfinitePast())
-    record_.start_time = run_start_;
+  state_.Run(run_start_);
   last_progress_ = run_start_;
   rows_at_run_start_ = tally_.rows_succeeded();
   metrics_.JobStarted();
   if (tally_.started()) {
     Log(LogLevel::kInfo, "job resumed",
         {{"job_id", spec_.job_id},
-         {"resumed", record_.resumed},
+         {"resumed", state_.record().resumed},
          {"shards_done", tally_.committed_shards()},
          {"shards_to_run", source_.shards_to_run()}});
     return;
@@ -412,63 +399,39 @@ void Job::AppendProgressIfDueLocked() {
 }
 
 void Job::EndSuspendedLocked(const absl::Status& stop_reason) {
-  record_.reason = std::string(stop_reason.message());
+  // The stored state stays QUEUED or RUNNING: it resumes on restart.
+  state_.Suspend(stop_reason.message());
   metrics_.JobFinished(tenant_, StateLabel(v1::JOB_STATE_SUSPENDED), true);
   Log(LogLevel::kInfo, "job suspended",
       {{"job_id", spec_.job_id},
        {"tenant", tenant_},
        {"shards_done", tally_.committed_shards()},
-       {"reason", record_.reason}});
-  // The stored state stays QUEUED or RUNNING: it resumes on restart.
-  record_.state = v1::JOB_STATE_SUSPENDED;
+       {"reason", std::string(stop_reason.message())}});
   log_->End(absl::UnavailableError(absl::StrCat(
       "the job was suspended (", stop_reason.message(),
       "); it resumes when sdgd starts again: watch it again with the "
       "last sequence you received")));
 }
 
-std::pair<v1::JobState, std::string> Job::EndStateLocked(
-    const absl::Status& stop_reason) const {
-  if (!stop_reason.ok()) {
-    return {stop_reason.code() == absl::StatusCode::kCancelled
-                ? v1::JOB_STATE_CANCELLED
-                : v1::JOB_STATE_FAILED,
-            std::string(stop_reason.message())};
-  }
-  if (tally_.shards_failed() > 0 && is_pipeline()) {
-    return {
-        v1::JOB_STATE_FAILED,
-        absl::StrCat(tally_.rows_failed(), " rows failed at their steps (in ",
-                     tally_.shards_failed(), " of ", source_.shards_cut(),
-                     " shards); see the shard_error events")};
-  }
-  if (tally_.shards_failed() > 0) {
-    return {v1::JOB_STATE_FAILED,
-            absl::StrCat(tally_.rows_failed(), " of ", plan_.total_rows(),
-                         " rows failed (in ", tally_.shards_failed(), " of ",
-                         plan_.shard_count(),
-                         " shards); see the shard_error events")};
-  }
-  return {v1::JOB_STATE_SUCCEEDED, ""};
-}
-
 void Job::EndFinishedLocked(const absl::Status& stop_reason) {
-  auto [state, reason] = EndStateLocked(stop_reason);
+  const JobEnd end = EndOf(stop_reason, tally_, is_pipeline(),
+                           plan_.total_rows(), source_.shards_cut());
   const bool ran = run_start_ != absl::InfinitePast();
-  record_.end_time = absl::Now();
-  metrics_.JobFinished(tenant_, StateLabel(state), ran);
+  const absl::Time end_time = absl::Now();
+  metrics_.JobFinished(tenant_, StateLabel(end.state), ran);
+  const absl::Time start_time = state_.record().start_time;
   const double elapsed_seconds =
-      record_.start_time != absl::InfinitePast()
-          ? absl::ToDoubleSeconds(record_.end_time - record_.start_time)
+      start_time != absl::InfinitePast()
+          ? absl::ToDoubleSeconds(end_time - start_time)
           : 0.0;
   v1::JobFinished finished;
-  finished.set_state(state);
+  finished.set_state(end.state);
   finished.set_rows_succeeded(tally_.rows_succeeded());
   finished.set_rows_failed(tally_.rows_failed());
   finished.set_shards_succeeded(tally_.shards_succeeded());
   finished.set_shards_failed(tally_.shards_failed());
   finished.set_elapsed_seconds(elapsed_seconds);
-  finished.set_reason(reason);
+  finished.set_reason(end.reason);
   for (const v1::StepCounts& step : tally_.steps()) {
     *finished.add_steps() = step;
   }
@@ -476,18 +439,15 @@ void Job::EndFinishedLocked(const absl::Status& stop_reason) {
   *event.mutable_finished() = finished;
   AppendLocked(std::move(event));
   log_->End(absl::OkStatus());
-  record_.state = state;
-  record_.reason = reason;
-  record_.finished = finished;
-  KeepTotalsLocked();
+  state_.Finish(finished, TotalsLocked(), end_time);
   Log(LogLevel::kInfo, "job finished",
       {{"job_id", spec_.job_id},
        {"tenant", tenant_},
-       {"state", StateLabel(state)},
+       {"state", StateLabel(end.state)},
        {"rows_succeeded", tally_.rows_succeeded()},
        {"rows_failed", tally_.rows_failed()},
        {"elapsed_s", elapsed_seconds},
-       {"reason", reason}});
+       {"reason", end.reason}});
 }
 
 void Job::MarkFinished() {
@@ -512,14 +472,12 @@ void Job::MarkFinished() {
   {
     absl::MutexLock lock(&mu_);
     dataset_.reset();
-    if (!commit_error.ok() && record_.state != v1::JOB_STATE_SUSPENDED) {
+    if (!commit_error.ok() && !state_.suspended()) {
       // `finished` did not reach the disk: the stored job stays unfinished
       // and finishes from its log when sdgd starts again.
-      record_.state = v1::JOB_STATE_SUSPENDED;
-      record_.reason = std::string(commit_error.message());
-      record_.end_time = absl::InfinitePast();
+      state_.FinishNotCommitted(commit_error.message());
     }
-    if (record_.state == v1::JOB_STATE_SUSPENDED) return;
+    if (state_.suspended()) return;
   }
   const bool saved = SaveRecord();
   // A finished job holds no open file; readers open their own.
@@ -530,10 +488,8 @@ void Job::MarkFinished() {
   stored_ended_ = saved;
 }
 
-void Job::KeepTotalsLocked() {
-  record_.total_rows = plan_.total_rows();
-  record_.total_shards = source_.shards_cut();
-  record_.last_sequence = tally_.last_sequence();
+JobState::Totals Job::TotalsLocked() const {
+  return {plan_.total_rows(), source_.shards_cut(), tally_.last_sequence()};
 }
 
 bool DescribedByRecord(const JobRecord& record) {
@@ -569,17 +525,18 @@ v1::Job DescribeStored(const JobSpec& spec, const JobRecord& record) {
 
 v1::Job Job::Snapshot() const {
   absl::MutexLock lock(&mu_);
-  v1::Job job = DescribeStored(spec_, record_);
+  const JobRecord& record = state_.record();
+  v1::Job job = DescribeStored(spec_, record);
   // Until a job ends its counts are in its tally. A job that ended before
   // this process started has its final counts in its record, and its
   // totals too unless the record was saved before they were kept.
-  if (record_.finished.state() == v1::JOB_STATE_UNSPECIFIED) {
+  if (record.finished.state() == v1::JOB_STATE_UNSPECIFIED) {
     job.set_rows_succeeded(tally_.rows_succeeded());
     job.set_rows_failed(tally_.rows_failed());
     job.set_shards_succeeded(tally_.shards_succeeded());
     job.set_shards_failed(tally_.shards_failed());
   }
-  if (!DescribedByRecord(record_)) {
+  if (!DescribedByRecord(record)) {
     job.set_total_rows(plan_.total_rows());
     job.set_total_shards(source_.shards_cut());
     job.set_last_sequence(tally_.last_sequence());
@@ -605,12 +562,12 @@ bool Job::AwaitFinished(absl::Time deadline) const {
 
 absl::Time Job::end_time() const {
   absl::MutexLock lock(&mu_);
-  return record_.end_time;
+  return state_.record().end_time;
 }
 
 v1::JobState Job::state() const {
   absl::MutexLock lock(&mu_);
-  return record_.state;
+  return state_.state();
 }
 
 }  // namespace sdg

@@ -18,6 +18,7 @@
 #include "base/cancellation_token.h"
 #include "sdg/v1/generation.pb.h"
 #include "server/jobs/job_spec.h"
+#include "server/jobs/job_state.h"
 #include "server/jobs/job_tally.h"
 #include "server/jobs/shard_input.h"
 #include "server/jobs/shard_outcome.h"
@@ -160,11 +161,8 @@ class Job : public std::enable_shared_from_this<Job> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndFinishedLocked(const absl::Status& stop_reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies into the record what describes the job once it has ended.
-  void KeepTotalsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The state a job ends in, and why (empty when it succeeded).
-  std::pair<v1::JobState, std::string> EndStateLocked(
-      const absl::Status& stop_reason) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What describes the job once it has ended, besides its final event.
+  JobState::Totals TotalsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AppendLocked(LogEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A shard's events, committed together.
   // Returns the last event's sequence.
@@ -196,7 +194,7 @@ class Job : public std::enable_shared_from_this<Job> {
   int64_t saved_version_ ABSL_GUARDED_BY(save_mu_);
 
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(save_mu_);
-  JobRecord record_ ABSL_GUARDED_BY(mu_);
+  JobState state_ ABSL_GUARDED_BY(mu_);
   // Released when the job ends.
   std::shared_ptr<Dataset> dataset_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<EventLog> log_ ABSL_GUARDED_BY(mu_);
