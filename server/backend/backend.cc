@@ -33,7 +33,7 @@ ServerDetector::Options DetectorOptions(const BackendOptions& options,
 
 }  // namespace
 
-Backend::Backend(BackendOptions options, HttpClient& http, Metrics& metrics)
+Backend::Backend(BackendOptions options, HttpTransport& http, Metrics& metrics)
     : options_(std::move(options)),
       http_(http),
       metrics_(metrics.ForBackend(options_.name,
@@ -68,9 +68,9 @@ Backend::~Backend() {
     detect_timer = std::exchange(detect_timer_, 0);
   }
   // Outside mu_: CancelTimer waits for a running callback, which takes it.
-  for (const auto& [key, timer] : timers) http_.loop().CancelTimer(timer);
-  if (probe_timer != 0) http_.loop().CancelTimer(probe_timer);
-  if (detect_timer != 0) http_.loop().CancelTimer(detect_timer);
+  for (const auto& [key, timer] : timers) http_.timers().CancelTimer(timer);
+  if (probe_timer != 0) http_.timers().CancelTimer(probe_timer);
+  if (detect_timer != 0) http_.timers().CancelTimer(detect_timer);
 }
 
 std::vector<std::string> Backend::models() const {
@@ -177,8 +177,8 @@ void Backend::ScheduleDetection(absl::Time at) {
   if (detect_timer_ != 0) return;  // one at a time, as ScheduleProbe
   // The id is recorded before the callback can take mu_.
   detect_timer_ =
-      http_.loop().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
-                            [this] { OnDetectionTimer(); });
+      http_.timers().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
+                              [this] { OnDetectionTimer(); });
 }
 
 void Backend::OnDetectionTimer() {
@@ -263,7 +263,7 @@ void Backend::Cancel(CallId id) {
     }
   }
   // Outside mu_: CancelTimer waits for a running callback, which takes it.
-  if (backoff != 0) http_.loop().CancelTimer(backoff);
+  if (backoff != 0) http_.timers().CancelTimer(backoff);
   RunCompletions(completions);
 }
 
@@ -419,8 +419,8 @@ void Backend::OnEndpointChange(int endpoint, EndpointPool::Change change) {
       // Queued calls may go to it once the cool-down ends, even if no other
       // request completes meanwhile to trigger a dispatch.
       const uint64_t key = next_cooldown_++;
-      cooldown_timers_[key] =
-          http_.loop().RunAfter(cooldown, [this, key] { OnCooldownDone(key); });
+      cooldown_timers_[key] = http_.timers().RunAfter(
+          cooldown, [this, key] { OnCooldownDone(key); });
       return;
     }
   }
@@ -465,7 +465,7 @@ void Backend::RetryOrFinish(CallId id, const HttpResponse& response,
        {"error", std::string(status.message())}});
   // The id is recorded before the callback can take mu_.
   call.backoff =
-      http_.loop().RunAfter(delay, [this, id] { OnBackoffDone(id); });
+      http_.timers().RunAfter(delay, [this, id] { OnBackoffDone(id); });
 }
 
 void Backend::OnBackoffDone(CallId id) {
@@ -567,8 +567,8 @@ void Backend::ScheduleProbe(absl::Time at) {
   if (probe_timer_ != 0) return;
   // The id is recorded before the callback can take mu_.
   probe_timer_ =
-      http_.loop().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
-                            [this] { OnProbeTimer(); });
+      http_.timers().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
+                              [this] { OnProbeTimer(); });
 }
 
 void Backend::OnProbeTimer() {

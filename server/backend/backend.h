@@ -51,7 +51,7 @@
 #include "server/backend/outage_detector.h"
 #include "server/backend/retry_policy.h"
 #include "server/backend/server_detector.h"
-#include "server/http/http_client.h"
+#include "server/http/http_transport.h"
 #include "server/observability/metrics.h"
 
 namespace sdg {
@@ -99,7 +99,7 @@ class Backend {
 
   // Starts detecting the server when batching or the in-flight limit is
   // kAuto; calls queue until the first detection ends.
-  Backend(BackendOptions options, HttpClient& http, Metrics& metrics);
+  Backend(BackendOptions options, HttpTransport& http, Metrics& metrics);
   // Every call must have completed (jobs end before backends go).
   ~Backend();
 
@@ -132,7 +132,7 @@ class Backend {
     std::string body;
     Done done;
     int attempts = 0;
-    HttpClient::RequestId request = 0;       // the attempt in flight, if any
+    HttpTransport::RequestId request = 0;    // the attempt in flight, if any
     TimerService::TimerId backoff = 0;       // the backoff timer, if waiting
     int endpoint = EndpointPool::kNoneFree;  // of the attempt in flight
     int last_failed_endpoint = EndpointPool::kNoneFree;
@@ -200,7 +200,7 @@ class Backend {
   static void RunCompletions(Completions& completions);
 
   const BackendOptions options_;
-  HttpClient& http_;
+  HttpTransport& http_;
   Metrics::BackendSeries metrics_;
   const RetryPolicy retry_policy_;
   // Sent with every request: the API key's Authorization header, if any.

@@ -15,7 +15,7 @@
 
 #include "absl/time/time.h"
 #include "server/backend/concurrency_limit.h"
-#include "server/http/http_client.h"
+#include "server/http/http_transport.h"
 
 namespace sdg {
 

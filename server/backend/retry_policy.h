@@ -11,7 +11,7 @@
 
 #include "absl/random/bit_gen_ref.h"
 #include "absl/time/time.h"
-#include "server/http/http_client.h"
+#include "server/http/http_transport.h"
 
 namespace sdg {
 

@@ -110,7 +110,7 @@ ServerTraits DetectServer(const HttpResponse& models,
   return traits;
 }
 
-ServerDetector::ServerDetector(Options options, HttpClient& http)
+ServerDetector::ServerDetector(Options options, HttpTransport& http)
     : options_(std::move(options)), http_(http) {}
 
 ServerDetector::~ServerDetector() {

@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/http/http_client.h"
+#include "server/http/http_transport.h"
 
 namespace sdg {
 
@@ -60,7 +60,7 @@ class ServerDetector {
   // Runs on the HTTP event loop thread, with no lock of the detector held.
   using Done = absl::AnyInvocable<void(const ServerTraits&)>;
 
-  ServerDetector(Options options, HttpClient& http);
+  ServerDetector(Options options, HttpTransport& http);
   // Aborts a detection in progress and waits for its callbacks to return;
   // its `done` is not called.
   ~ServerDetector();
@@ -81,7 +81,7 @@ class ServerDetector {
   void OnReply(int endpoint, bool is_models, HttpResponse response);
 
   const Options options_;
-  HttpClient& http_;
+  HttpTransport& http_;
 
   absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
@@ -90,7 +90,7 @@ class ServerDetector {
   // Callbacks not yet returned; the destructor waits for zero.
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   // The request in flight (0: none).
-  HttpClient::RequestId request_ ABSL_GUARDED_BY(mu_) = 0;
+  HttpTransport::RequestId request_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<HttpResponse> models_ ABSL_GUARDED_BY(mu_);
   // Why each endpoint asked so far gave no answer: "URL (error); ...".
   std::string errors_ ABSL_GUARDED_BY(mu_);

@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/http/event_loop.h"
+#include "server/http/http_transport.h"
 
 typedef void CURLM;
 typedef void CURL;
@@ -26,46 +27,12 @@ typedef int curl_socket_t;
 
 namespace sdg {
 
-struct HttpRequest {
-  std::string url;
-  // Sent as a POST with Content-Type: application/json when set; a GET
-  // otherwise.
-  std::optional<std::string> json_body;
-  // Extra "Name: value" header lines.
-  std::vector<std::string> headers;
-  // Replaces Options::request_timeout for this request when set.
-  std::optional<absl::Duration> timeout;
-  // At most this many connections kept open to the URL's scheme, host and
-  // port: while more are open (a cap that was lowered), this request's
-  // connection is closed after it instead of going back to the pool. New
-  // connections are opened only when every open one is busy, so a caller
-  // that keeps at most N requests in flight opens at most N.
-  std::optional<int> max_connections;
-};
-
-struct HttpResponse {
-  // OK when an HTTP reply arrived, whatever its status code. Otherwise
-  // UNAVAILABLE (connection failed or reset), DEADLINE_EXCEEDED (timeout) or
-  // CANCELLED.
-  absl::Status transport;
-  long http_code = 0;
-  std::string body;
-  // From Retry-After (seconds) or retry-after-ms, when the reply had one.
-  std::optional<absl::Duration> retry_after;
-  // From the start of the transfer to its end.
-  absl::Duration elapsed;
-};
-
-class HttpClient final : private EventLoop::Driver {
+class HttpClient final : public HttpTransport, private EventLoop::Driver {
  public:
   struct Options {
     absl::Duration connect_timeout = absl::Seconds(5);
     absl::Duration request_timeout = absl::Seconds(600);
   };
-  using RequestId = uint64_t;
-  // Runs on the event loop thread: it must be quick and must not block.
-  using DoneCallback = absl::AnyInvocable<void(HttpResponse)>;
-
   // Runs on `loop` (which outlives the client).
   static absl::StatusOr<std::unique_ptr<HttpClient>> Create(
       const Options& options, EventLoop& loop);
@@ -76,10 +43,10 @@ class HttpClient final : private EventLoop::Driver {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  RequestId Start(HttpRequest request, DoneCallback done);
-  // Aborts the request: its callback runs with CANCELLED unless it already
-  // completed. Unknown or finished ids are ignored.
-  void Cancel(RequestId id);
+  // HttpTransport. Callbacks and timers run on the loop's thread.
+  RequestId Start(HttpRequest request, DoneCallback done) override;
+  void Cancel(RequestId id) override;
+  TimerService& timers() override { return loop_; }
 
   // The loop the client runs on, whose timers run on the same thread as
   // the client's callbacks (retry backoff, an endpoint's return).

@@ -7,6 +7,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "server/http/event_loop.h"
+#include "server/http/http_client.h"
 #include "tests/testing/free_port.h"
 #include "tests/testing/sim_thread.h"
 
