@@ -105,7 +105,6 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
       records_(records),
       logs_(logs),
       metrics_(metrics),
-      saved_version_(record.version),
       state_(std::move(record), absl::Now()),
       tally_(std::move(tally)),
       source_(spec_, plan_, tally_) {
@@ -216,13 +215,13 @@ bool Job::SaveRecord() {
     if (state_.suspended()) return false;
     record = state_.record();
   }
-  record.version = saved_version_;
   if (absl::Status saved = records_.UpdateJob(record); !saved.ok()) {
     Log(LogLevel::kError, "job store: cannot save the job's state",
         {{"job_id", spec_.job_id}, {"error", std::string(saved.message())}});
     return false;
   }
-  ++saved_version_;
+  absl::MutexLock lock(&mu_);
+  state_.Saved(record.version + 1);
   return true;
 }
 

@@ -190,8 +190,6 @@ class Job : public std::enable_shared_from_this<Job> {
 
   // Held while the store writes the record (SaveRecord); taken before mu_.
   absl::Mutex save_mu_;
-  // The stored record's version, which the next save must find there.
-  int64_t saved_version_ ABSL_GUARDED_BY(save_mu_);
 
   mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(save_mu_);
   JobState state_ ABSL_GUARDED_BY(mu_);

@@ -61,6 +61,9 @@ class JobState {
   // `finished` never reached the log: the job is suspended instead, and
   // finishes from its log when sdgd starts again.
   void FinishNotCommitted(absl::string_view reason);
+  // The store now holds the record at `version`: the next save must find
+  // it there (JobRecordStore::UpdateJob).
+  void Saved(int64_t version) { record_.version = version; }
 
  private:
   JobRecord record_;
