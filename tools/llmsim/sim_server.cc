@@ -455,7 +455,7 @@ void SimServer::Deliver(Pending* pending) {
       break;
   }
   EndService(pending);
-  stats_.prompts += pending->reply.prompts;
+  CountAnswered(pending->reply);
   evhttp_request* request = pending->request;
   SimReply reply = std::move(pending->reply);
   Forget(pending);
@@ -476,7 +476,7 @@ void SimServer::SendNextSlowChunk(Pending* pending) {
     pending->bytes_sent += size;
   }
   if (pending->bytes_sent >= body.size()) {
-    stats_.prompts += pending->reply.prompts;
+    CountAnswered(pending->reply);
     --stats_.in_flight;
     ++stats_.by_status[200];
     evhttp_request* request = pending->request;
@@ -574,6 +574,12 @@ void SimServer::Reply(evhttp_request* request, int status,
   evbuffer_free(out);
 }
 
+void SimServer::CountAnswered(const SimReply& reply) {
+  stats_.prompts += reply.prompts;
+  stats_.prompt_tokens += reply.prompt_tokens;
+  stats_.completion_tokens += reply.completion_tokens;
+}
+
 std::string SimServer::StatsJson() const {
   nlohmann::json by_status = nlohmann::json::object();
   for (const auto& [status, count] : stats_.by_status) {
@@ -587,6 +593,8 @@ std::string SimServer::StatsJson() const {
       {"queued", stats_.queued},
       {"max_queued", stats_.max_queued},
       {"prompts", stats_.prompts},
+      {"prompt_tokens", stats_.prompt_tokens},
+      {"completion_tokens", stats_.completion_tokens},
       {"closed_by_client", stats_.closed_by_client},
       {"hung", stats_.hung},
       {"resets", stats_.resets},

@@ -117,6 +117,9 @@ class SimServer {
     int64_t queued = 0;  // waiting for a slot (capacity)
     int64_t max_queued = 0;
     int64_t prompts = 0;
+    // The usage of the replies answered: the sums of their "usage".
+    int64_t prompt_tokens = 0;
+    int64_t completion_tokens = 0;
     int64_t closed_by_client = 0;  // connections closed before the reply
     int64_t hung = 0;              // requests chosen to never be answered
     int64_t resets = 0;
@@ -166,6 +169,8 @@ class SimServer {
   void DropPending(evhttp_connection* connection);
   void Reply(evhttp_request* request, int status, const std::string& body,
              bool generation);
+  // A reply delivered whole: its prompts and tokens count in /stats.
+  void CountAnswered(const SimReply& reply);
   std::string StatsJson() const;
   int Capacity() const;
 

@@ -232,7 +232,7 @@ SimReply Simulator::Completions(absl::string_view request_body) const {
                {"choices", std::move(choices)},
                {"usage", Usage(prompt_tokens, completion_tokens)}};
   return SimReply{200, Dump(body), static_cast<int64_t>(prompts.size()),
-                  completion_tokens};
+                  completion_tokens, prompt_tokens};
 }
 
 SimReply Simulator::Props(int total_slots) const {
@@ -292,7 +292,7 @@ SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
                {"model", model},
                {"choices", std::move(choices)},
                {"usage", Usage(prompt_tokens, completion_tokens)}};
-  return SimReply{200, Dump(body), 1, completion_tokens};
+  return SimReply{200, Dump(body), 1, completion_tokens, prompt_tokens};
 }
 
 }  // namespace sdg::llmsim

@@ -21,7 +21,8 @@ struct SimReply {
   int status = 200;
   std::string body;
   int64_t prompts = 0;            // prompts answered, for /stats
-  int64_t completion_tokens = 0;  // for --ms_per_token
+  int64_t completion_tokens = 0;  // for --ms_per_token, and /stats
+  int64_t prompt_tokens = 0;      // for /stats
 };
 
 // The deterministic text and its finish_reason ("length" when cut).

@@ -37,6 +37,9 @@ TEST(SimulatorTest, PromptListWithNOrdersChoicesLikeVllm) {
   EXPECT_EQ(body["usage"]["prompt_tokens"], 2);
   EXPECT_EQ(body["usage"]["completion_tokens"], 8);
   EXPECT_EQ(reply.prompts, 2);
+  // What /stats sums: the reply's own usage.
+  EXPECT_EQ(reply.prompt_tokens, 2);
+  EXPECT_EQ(reply.completion_tokens, 8);
 }
 
 TEST(SimulatorTest, ChatAnswersTheLastUserMessage) {
