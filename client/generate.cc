@@ -32,6 +32,7 @@ class ProgressPrinter {
       : out_(out), tty_(isatty(STDERR_FILENO) == 1) {}
 
   void SetRates(const v1::JobProgress& progress) {
+    has_rates_ = true;
     rows_per_second_ = progress.rows_per_second();
     tokens_per_second_ = progress.tokens_per_second();
   }
@@ -47,14 +48,15 @@ class ProgressPrinter {
     // A pipeline's rows out are not its seed rows: no total, no ETA.
     std::string line =
         total > 0
-            ? absl::StrFormat(
-                  "progress: %d/%d rows done, %d failed, %.1f rows/s, %.0f "
-                  "tokens/s",
-                  done, total, failed, rows_per_second_, tokens_per_second_)
-            : absl::StrFormat(
-                  "progress: %d rows out, %d failed, %.1f rows/s, %.0f "
-                  "tokens/s",
-                  done, failed, rows_per_second_, tokens_per_second_);
+            ? absl::StrFormat("progress: %d/%d rows done, %d failed", done,
+                              total, failed)
+            : absl::StrFormat("progress: %d rows out, %d failed", done, failed);
+    // The server measures rates over a second at least: until its first
+    // progress event there is none to show (not a rate of 0).
+    if (has_rates_) {
+      absl::StrAppendFormat(&line, ", %.1f rows/s, %.0f tokens/s",
+                            rows_per_second_, tokens_per_second_);
+    }
     const int64_t left = total - done - failed;
     if (left > 0 && rows_per_second_ > 0) {
       absl::StrAppend(&line, ", ETA ",
@@ -79,6 +81,7 @@ class ProgressPrinter {
   std::ostream& out_;
   const bool tty_;
   bool pending_newline_ = false;
+  bool has_rates_ = false;
   double rows_per_second_ = 0;
   double tokens_per_second_ = 0;
   absl::Time last_ = absl::InfinitePast();
@@ -394,6 +397,22 @@ absl::StatusOr<FollowResult> WatchWithProgress(grpc::Channel& channel,
       progress_out, &stopper);
 }
 
+std::string FormatFinishedRates(const v1::JobFinished& finished) {
+  const v1::TokenUsage& usage = finished.usage();
+  std::string text;
+  // Over the job's whole run, however short.
+  const double seconds = finished.elapsed_seconds();
+  if (seconds > 0) {
+    absl::StrAppendFormat(
+        &text, " (%.1f rows/s, %.0f tokens/s)",
+        static_cast<double>(finished.rows_succeeded()) / seconds,
+        static_cast<double>(usage.completion_tokens()) / seconds);
+  }
+  absl::StrAppendFormat(&text, ", tokens: %d prompt + %d completion",
+                        usage.prompt_tokens(), usage.completion_tokens());
+  return text;
+}
+
 std::string FormatSummary(const GenerateSummary& summary,
                           const std::string& output_path) {
   const bool ended = summary.finished.state() != v1::JOB_STATE_UNSPECIFIED;
@@ -418,6 +437,7 @@ std::string FormatSummary(const GenerateSummary& summary,
   absl::StrAppendFormat(&text, ", %.2f s",
                         ended ? summary.finished.elapsed_seconds()
                               : summary.client_elapsed_seconds);
+  if (ended) absl::StrAppend(&text, FormatFinishedRates(summary.finished));
   if (!summary.finished.reason().empty()) {
     absl::StrAppend(&text, " (", summary.finished.reason(), ")");
   }

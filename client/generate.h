@@ -95,6 +95,10 @@ absl::StatusOr<FollowResult> WatchWithProgress(grpc::Channel& channel,
                                                std::ostream& progress,
                                                CallStopper& stopper);
 
+// " (R rows/s, T tokens/s), tokens: P prompt + C completion": the ended
+// job's rates over its whole run and its token totals.
+std::string FormatFinishedRates(const v1::JobFinished& finished);
+
 // One line: "job ID SUCCEEDED: 100/100 rows -> out.jsonl (100 lines), ...".
 std::string FormatSummary(const GenerateSummary& summary,
                           const std::string& output_path);

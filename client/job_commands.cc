@@ -89,9 +89,10 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
     }
     request.set_state(parsed);
   }
-  out << absl::StrFormat("%-24s %-10s %-12s %10s %10s %10s %7s  %s\n", "JOB_ID",
-                         "STATE", "TENANT", "ROWS", "SUCCEEDED", "FAILED",
-                         "RESUMED", "BLOCK");
+  out << absl::StrFormat("%-24s %-10s %-12s %10s %10s %10s %13s %13s %7s  %s\n",
+                         "JOB_ID", "STATE", "TENANT", "ROWS", "SUCCEEDED",
+                         "FAILED", "PROMPT_TOKENS", "OUTPUT_TOKENS", "RESUMED",
+                         "BLOCK");
   do {
     grpc::ClientContext context;
     SetDeadline(context);
@@ -101,9 +102,10 @@ absl::Status ListJobsCommand(v1::GenerationService::StubInterface& stub,
     for (const v1::Job& job : response.jobs()) {
       // "-": a server without tenants (no --auth_tokens_file).
       out << absl::StrFormat(
-          "%-24s %-10s %-12s %10d %10d %10d %7d  %s\n", job.job_id(),
+          "%-24s %-10s %-12s %10d %10d %10d %13d %13d %7d  %s\n", job.job_id(),
           StateName(job.state()), job.tenant().empty() ? "-" : job.tenant(),
           job.total_rows(), job.rows_succeeded(), job.rows_failed(),
+          job.usage().prompt_tokens(), job.usage().completion_tokens(),
           job.resumed(),
           job.pipeline_steps() > 0
               ? absl::StrCat("pipeline of ", job.pipeline_steps(), " steps")

@@ -287,6 +287,7 @@ int Watch(grpc::Channel& channel, const std::string& job_id,
             << sdg::v1::JobState_Name(finished.state()) << ": "
             << finished.rows_succeeded() << " rows generated, "
             << finished.rows_failed() << " failed"
+            << sdg::FormatFinishedRates(finished)
             << (finished.reason().empty() ? "" : " (" + finished.reason() + ")")
             << "\n";
   return finished.state() == sdg::v1::JOB_STATE_SUCCEEDED ? 0 : 1;

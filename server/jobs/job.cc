@@ -25,6 +25,11 @@ std::string ShardName(const ShardSpec& shard) {
   return absl::StrCat("stage ", shard.stage, " shard ", shard.index);
 }
 
+JobSpec WithTenant(JobSpec spec, const std::string& tenant) {
+  spec.tenant = tenant;
+  return spec;
+}
+
 }  // namespace
 
 absl::string_view StateLabel(v1::JobState state) {
@@ -98,7 +103,7 @@ Job::Job(ConstructionKey, JobSpec spec, JobRecord record,
          std::shared_ptr<Dataset> dataset, std::shared_ptr<EventLog> log,
          JobTally tally, JobRecordStore& records, JobLogStore& logs,
          Metrics& metrics)
-    : spec_(std::move(spec)),
+    : spec_(WithTenant(std::move(spec), record.tenant)),
       plan_(SeedPlan(spec_, dataset.get())),
       request_digest_(record.request_digest),
       tenant_(record.tenant),
@@ -231,6 +236,7 @@ void Job::MarkRunning() {
   state_.Run(run_start_);
   last_progress_ = run_start_;
   rows_at_run_start_ = tally_.rows_succeeded();
+  completion_tokens_at_run_start_ = tally_.usage().completion_tokens();
   metrics_.JobStarted();
   if (tally_.started()) {
     Log(LogLevel::kInfo, "job resumed",
@@ -268,8 +274,8 @@ std::vector<LogEvent> Job::ShardEventsOf(const ShardSpec& shard,
         step = spec_.pipeline->steps[range.first_step].name;
       }
     }
-    return {
-        WholeShardErrorEvent(shard, outcome.status, outcome.attempts, step)};
+    return {WholeShardErrorEvent(shard, outcome.status, outcome.attempts, step,
+                                 outcome.usage)};
   }
   if (is_pipeline()) {
     return StageShardEvents(shard, *spec_.pipeline, std::move(outcome));
@@ -323,7 +329,6 @@ bool Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
          {"error", std::string(first_error.message())}});
   }
 
-  const int64_t completion_tokens = outcome.completion_tokens;
   std::vector<LogEvent> group = ShardEventsOf(shard, std::move(outcome));
   if (group.empty()) {
     // A shard with nothing to say still commits (a runner with no rows).
@@ -335,7 +340,6 @@ bool Job::ReportShard(const ShardSpec& shard, ShardOutcome outcome,
   uint64_t last_sequence = 0;
   {
     absl::MutexLock lock(&mu_);
-    tokens_generated_ += completion_tokens;
     // Rows for a barrier wait in their stage's pending rows too.
     for (const LogEvent& event : group) {
       if (event.has_stage_rows()) {
@@ -391,9 +395,13 @@ void Job::AppendProgressIfDueLocked() {
   progress->set_rows_failed(tally_.rows_failed());
   progress->set_rows_per_second((tally_.rows_succeeded() - rows_at_run_start_) /
                                 seconds);
-  progress->set_tokens_per_second(tokens_generated_ / seconds);
+  progress->set_tokens_per_second(
+      static_cast<double>(tally_.usage().completion_tokens() -
+                          completion_tokens_at_run_start_) /
+      seconds);
   for (const v1::StepCounts& step : tally_.steps())
     *progress->add_steps() = step;
+  *progress->mutable_usage() = tally_.usage();
   AppendLocked(std::move(event));
 }
 
@@ -434,6 +442,7 @@ void Job::EndFinishedLocked(const absl::Status& stop_reason) {
   for (const v1::StepCounts& step : tally_.steps()) {
     *finished.add_steps() = step;
   }
+  *finished.mutable_usage() = tally_.usage();
   LogEvent event;
   *event.mutable_finished() = finished;
   AppendLocked(std::move(event));
@@ -445,6 +454,8 @@ void Job::EndFinishedLocked(const absl::Status& stop_reason) {
        {"state", StateLabel(end.state)},
        {"rows_succeeded", tally_.rows_succeeded()},
        {"rows_failed", tally_.rows_failed()},
+       {"prompt_tokens", tally_.usage().prompt_tokens()},
+       {"completion_tokens", tally_.usage().completion_tokens()},
        {"elapsed_s", elapsed_seconds},
        {"reason", end.reason}});
 }
@@ -510,6 +521,9 @@ v1::Job DescribeStored(const JobSpec& spec, const JobRecord& record) {
   job.set_rows_failed(record.finished.rows_failed());
   job.set_shards_succeeded(record.finished.shards_succeeded());
   job.set_shards_failed(record.finished.shards_failed());
+  if (record.finished.has_usage()) {
+    *job.mutable_usage() = record.finished.usage();
+  }
   SetTimestamp(record.create_time, job.mutable_create_time());
   SetTimestamp(record.start_time, job.mutable_start_time());
   SetTimestamp(record.end_time, job.mutable_end_time());
@@ -534,6 +548,7 @@ v1::Job Job::Snapshot() const {
     job.set_rows_failed(tally_.rows_failed());
     job.set_shards_succeeded(tally_.shards_succeeded());
     job.set_shards_failed(tally_.shards_failed());
+    *job.mutable_usage() = tally_.usage();
   }
   if (!DescribedByRecord(record)) {
     job.set_total_rows(plan_.total_rows());

@@ -200,8 +200,10 @@ class Job : public std::enable_shared_from_this<Job> {
   ShardSource source_ ABSL_GUARDED_BY(mu_);  // reads tally_
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool stored_ended_ ABSL_GUARDED_BY(mu_) = false;  // IsStoredEnded
-  int64_t tokens_generated_ ABSL_GUARDED_BY(mu_) = 0;
+  // The tally's counts when the job started running here: the rates count
+  // from them.
   int64_t rows_at_run_start_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t completion_tokens_at_run_start_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time run_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_progress_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };

@@ -19,6 +19,9 @@ namespace sdg {
 
 struct JobSpec {
   std::string job_id;
+  // The job's tenant ("" when authentication is off), for its metrics: the
+  // Job sets it from its record.
+  std::string tenant;
   // output_column, n and backend filled in: block.backend() names a backend
   // this server has, which the shard runner resolves. A pipeline's job has
   // only the backend of its first LLM step here (for logs and GetJob).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "server/jobs/shard_outcome.h"
 #include "server/jobs/shard_plan.h"
 
 namespace sdg {
@@ -49,6 +50,7 @@ void JobTally::AddSteps(
     known->set_rows_in(known->rows_in() + step.rows_in());
     known->set_rows_out(known->rows_out() + step.rows_out());
     known->set_rows_failed(known->rows_failed() + step.rows_failed());
+    if (step.has_usage()) AddUsage(step.usage(), *known->mutable_usage());
   }
 }
 
@@ -87,6 +89,7 @@ void JobTally::Add(const LogEvent& event) {
         if (row.sample_index() == 0) ++rows_succeeded_;
       }
       AddSteps(event.shard_result().steps());
+      AddUsage(event.shard_result().usage(), usage_);
       break;
     }
     case LogEvent::kStageRows: {
@@ -96,6 +99,7 @@ void JobTally::Add(const LogEvent& event) {
       rows.insert(rows.end(), event.stage_rows().rows().begin(),
                   event.stage_rows().rows().end());
       AddSteps(event.stage_rows().steps());
+      AddUsage(event.stage_rows().usage(), usage_);
       break;
     }
     case LogEvent::kShardError: {
@@ -106,6 +110,7 @@ void JobTally::Add(const LogEvent& event) {
       if (*state != ShardState::kFailed) ++shards_failed_;
       *state = ShardState::kFailed;
       rows_failed_ += event.shard_error().row_count();
+      AddUsage(event.shard_error().usage(), usage_);
       break;
     }
     case LogEvent::kFinished:

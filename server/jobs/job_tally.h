@@ -18,7 +18,8 @@ namespace sdg {
 
 // A job's counts, from its events: rows succeeded (those with sample 0 in a
 // shard_result) and failed (shard_error ranges); shards committed, and
-// failed when any of their rows failed.
+// failed when any of their rows failed; the tokens of the committed shards
+// (each shard's first event carries them).
 class JobTally {
  public:
   // `shard_count`: the shards known before the log is read (a pipeline's
@@ -42,6 +43,7 @@ class JobTally {
   int64_t rows_failed() const { return rows_failed_; }
   int64_t shards_succeeded() const { return shards_succeeded_; }
   int64_t shards_failed() const { return shards_failed_; }
+  const v1::TokenUsage& usage() const { return usage_; }
 
  private:
   enum class ShardState : uint8_t { kNotCommitted, kSucceeded, kFailed };
@@ -67,6 +69,7 @@ class JobTally {
   int64_t rows_failed_ = 0;
   int64_t shards_succeeded_ = 0;
   int64_t shards_failed_ = 0;
+  v1::TokenUsage usage_;
 };
 
 }  // namespace sdg

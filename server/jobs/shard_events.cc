@@ -44,15 +44,42 @@ LogEvent ShardErrorEvent(const ShardSpec& shard, int64_t first_row,
   return event;
 }
 
+// The shard's tokens go into its first event (none when it used none).
+void SetShardUsage(const v1::TokenUsage& usage, std::vector<LogEvent>& group) {
+  if (group.empty() ||
+      (usage.prompt_tokens() == 0 && usage.completion_tokens() == 0)) {
+    return;
+  }
+  LogEvent& first = group.front();
+  switch (first.event_case()) {
+    case LogEvent::kShardResult:
+      *first.mutable_shard_result()->mutable_usage() = usage;
+      break;
+    case LogEvent::kShardError:
+      *first.mutable_shard_error()->mutable_usage() = usage;
+      break;
+    case LogEvent::kStageRows:
+      *first.mutable_stage_rows()->mutable_usage() = usage;
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 LogEvent WholeShardErrorEvent(const ShardSpec& shard,
                               const absl::Status& status, int attempts,
-                              absl::string_view step) {
-  LogEvent event = ShardErrorEvent(shard, shard.first_row, shard.row_count,
-                                   status, attempts);
-  if (!step.empty()) event.mutable_shard_error()->set_step(std::string(step));
-  return event;
+                              absl::string_view step,
+                              const v1::TokenUsage& usage) {
+  std::vector<LogEvent> group;
+  group.push_back(ShardErrorEvent(shard, shard.first_row, shard.row_count,
+                                  status, attempts));
+  if (!step.empty()) {
+    group.front().mutable_shard_error()->set_step(std::string(step));
+  }
+  SetShardUsage(usage, group);
+  return std::move(group.front());
 }
 
 std::vector<LogEvent> BlockShardEvents(const ShardSpec& shard,
@@ -79,6 +106,7 @@ std::vector<LogEvent> BlockShardEvents(const ShardSpec& shard,
                                     failed[i].status, failed[i].attempts));
     i = end;
   }
+  SetShardUsage(outcome.usage, group);
   return group;
 }
 
@@ -118,6 +146,7 @@ std::vector<LogEvent> StageShardEvents(const ShardSpec& shard,
     error->set_step(pipeline.steps[failure.step].name);
     for (int64_t k : failure.order_key) error->add_order_key(k);
   }
+  SetShardUsage(outcome.usage, group);
   return group;
 }
 

@@ -24,12 +24,17 @@ namespace sdg {
 
 inline constexpr size_t kMaxResultEventBytes = size_t{1} << 20;
 
+// Every function here puts the shard's tokens (ShardOutcome::usage) in its
+// first event.
+
 // A shard that has no outcome (the job was stopped, its rows could not be
 // read): one shard_error for all its rows. `step`: for a pipeline's shard,
-// its stage's first step ("" for a block).
+// its stage's first step ("" for a block). `usage`: what its requests
+// used before it stopped.
 LogEvent WholeShardErrorEvent(const ShardSpec& shard,
                               const absl::Status& status, int attempts,
-                              absl::string_view step);
+                              absl::string_view step,
+                              const v1::TokenUsage& usage = {});
 
 // A block's shard: its rows in shard_result events, then a shard_error for
 // each run of consecutive failed rows with the same error and attempts.

@@ -12,6 +12,13 @@
 
 namespace sdg {
 
+// Adds `more`'s tokens to `total`.
+inline void AddUsage(const v1::TokenUsage& more, v1::TokenUsage& total) {
+  total.set_prompt_tokens(total.prompt_tokens() + more.prompt_tokens());
+  total.set_completion_tokens(total.completion_tokens() +
+                              more.completion_tokens());
+}
+
 // A row of the shard that has no result, and why.
 struct RowFailure {
   int64_t row_index = 0;  // in the dataset
@@ -32,8 +39,9 @@ struct ShardOutcome {
   // The rows that were not, in row order: each of the shard's rows is in
   // `rows` or here.
   std::vector<RowFailure> failed_rows;
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
+  // The tokens the shard's replies reported (a pipeline's: its LLM steps',
+  // each also in its `steps` counts).
+  v1::TokenUsage usage;
   // Pipelines: `rows` are the rows that came out of the shard's stage (its
   // last step, or the barrier), and these the rows that failed at a step,
   // and each step's counts.

@@ -292,12 +292,18 @@ void Metrics::BackendSeries::Retry(const std::string& reason) {
   retries_total_.Add({{"backend", backend_}, {"reason", reason}}).Increment();
 }
 
-void Metrics::BackendTokens(const std::string& backend, int64_t prompt_tokens,
+void Metrics::BackendTokens(const std::string& backend,
+                            const std::string& tenant, int64_t prompt_tokens,
                             int64_t generation_tokens) {
-  prompt_tokens_total_.Add({{"backend", backend}})
-      .Increment(static_cast<double>(prompt_tokens));
-  generation_tokens_total_.Add({{"backend", backend}})
-      .Increment(static_cast<double>(generation_tokens));
+  // Tenants are the tokens file's, as for sdg_jobs_total.
+  const prometheus::Labels labels =
+      tenant.empty()
+          ? prometheus::Labels{{"backend", backend}}
+          : prometheus::Labels{{"backend", backend}, {"tenant", tenant}};
+  prompt_tokens_total_.Add(labels).Increment(
+      static_cast<double>(prompt_tokens));
+  generation_tokens_total_.Add(labels).Increment(
+      static_cast<double>(generation_tokens));
 }
 
 }  // namespace sdg

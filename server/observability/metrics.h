@@ -95,8 +95,10 @@ class Metrics {
     prometheus::Gauge& up_;
   };
   BackendSeries ForBackend(const std::string& backend, int endpoints);
-  void BackendTokens(const std::string& backend, int64_t prompt_tokens,
-                     int64_t generation_tokens);
+  // The tokens a backend's replies reported for a job of `tenant` ("" when
+  // authentication is off: then the series has no tenant label).
+  void BackendTokens(const std::string& backend, const std::string& tenant,
+                     int64_t prompt_tokens, int64_t generation_tokens);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;

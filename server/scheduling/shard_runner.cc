@@ -249,7 +249,7 @@ class BackendShardRunner::BlockShard
 
   std::optional<ShardOutcome> Continue() {
     absl::StatusOr<Generations> generations =
-        runner_.CollectCall(spec_.block, call_, token_);
+        runner_.CollectCall(spec_.block, spec_.tenant, call_, token_);
     if (!generations.ok()) return Failed(generations.status());
     return Outcome(*std::move(generations));
   }
@@ -259,8 +259,7 @@ class BackendShardRunner::BlockShard
     const v1::Block& block = spec_.block;
     ShardOutcome outcome;
     outcome.failed_rows = std::move(failed_rows_);
-    outcome.prompt_tokens = generations.prompt_tokens;
-    outcome.completion_tokens = generations.completion_tokens;
+    outcome.usage = generations.usage;
     const bool output_only =
         spec_.result_columns == v1::RESULT_COLUMNS_OUTPUT_ONLY;
     const int n = block.n();
@@ -343,7 +342,7 @@ class BackendShardRunner::StageShard
   std::optional<ShardOutcome> Advance() {
     const int end_step = pipeline_.stages[stage_].end_step;
     for (; next_step_ < end_step; ++next_step_) {
-      if (token_.IsCancelled()) return Failed(token_.reason());
+      if (token_.IsCancelled()) return Stopped(token_.reason());
       const StepSpec& step = pipeline_.steps[next_step_];
       v1::StepCounts& counts = outcome_.steps.emplace_back();
       counts.set_step(step.name);
@@ -353,13 +352,21 @@ class BackendShardRunner::StageShard
         continue;
       }
       absl::StatusOr<bool> sent = SendLlmStep(*step.llm());
-      if (!sent.ok()) return Failed(sent.status());
+      if (!sent.ok()) return Stopped(sent.status());
       // Past this, another worker may be running the continuation.
       if (*sent) return std::nullopt;
       EndStep(step, ExpandLlmStep(step));
     }
     outcome_.rows = std::move(rows_);
     return std::move(outcome_);
+  }
+
+  // The shard stopped as a whole (no outcome); the tokens its earlier LLM
+  // steps used still count.
+  ShardOutcome Stopped(absl::Status status) {
+    ShardOutcome outcome = Failed(std::move(status));
+    outcome.usage = outcome_.usage;
+    return outcome;
   }
 
   // Renders the step's prompts and sends them; false when no row has one.
@@ -396,10 +403,11 @@ class BackendShardRunner::StageShard
   std::optional<ShardOutcome> Continue() {
     const StepSpec& step = pipeline_.steps[next_step_];
     absl::StatusOr<Generations> generated =
-        runner_.CollectCall(step.llm()->block, call_, token_);
-    if (!generated.ok()) return Failed(generated.status());
-    outcome_.prompt_tokens += generated->prompt_tokens;
-    outcome_.completion_tokens += generated->completion_tokens;
+        runner_.CollectCall(step.llm()->block, spec_.tenant, call_, token_);
+    if (!generated.ok()) return Stopped(generated.status());
+    // The step's counts were started when the step was.
+    AddUsage(generated->usage, *outcome_.steps.back().mutable_usage());
+    AddUsage(generated->usage, outcome_.usage);
     for (size_t p = 0; p < prompted_.size(); ++p) {
       const size_t r = prompted_[p];
       attempts_[r] = generated->attempts[p];
@@ -527,16 +535,17 @@ void BackendShardRunner::SendCall(Call& call, CancellationToken& token) {
 }
 
 absl::StatusOr<BackendShardRunner::Generations> BackendShardRunner::CollectCall(
-    const v1::Block& block, Call& call, CancellationToken& token) const {
+    const v1::Block& block, const std::string& tenant, Call& call,
+    CancellationToken& token) const {
   std::vector<BackendReply> replies = call.batch->TakeReplies();
   if (token.IsCancelled()) return token.reason();
-  return ReadReplies(block, call.requests, call.prompt_count,
+  return ReadReplies(block, tenant, call.requests, call.prompt_count,
                      std::move(replies));
 }
 
 BackendShardRunner::Generations BackendShardRunner::ReadReplies(
-    const v1::Block& block, const Requests& requests, size_t prompt_count,
-    std::vector<BackendReply> replies) const {
+    const v1::Block& block, const std::string& tenant, const Requests& requests,
+    size_t prompt_count, std::vector<BackendReply> replies) const {
   const bool chat = block.api() == v1::API_CHAT;
   const int n = block.n();
   Generations generations;
@@ -560,16 +569,19 @@ BackendShardRunner::Generations BackendShardRunner::ReadReplies(
       }
       continue;
     }
-    generations.prompt_tokens += completion->prompt_tokens;
-    generations.completion_tokens += completion->completion_tokens;
+    generations.usage.set_prompt_tokens(generations.usage.prompt_tokens() +
+                                        completion->prompt_tokens);
+    generations.usage.set_completion_tokens(
+        generations.usage.completion_tokens() + completion->completion_tokens);
     for (size_t p = first; p < first + count; ++p) {
       auto begin = completion->choices.begin() + (p - first) * n;
       generations.choices[p] = std::vector<Choice>(
           std::make_move_iterator(begin), std::make_move_iterator(begin + n));
     }
   }
-  metrics_.BackendTokens(block.backend(), generations.prompt_tokens,
-                         generations.completion_tokens);
+  metrics_.BackendTokens(block.backend(), tenant,
+                         generations.usage.prompt_tokens(),
+                         generations.usage.completion_tokens());
   return generations;
 }
 

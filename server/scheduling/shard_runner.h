@@ -85,8 +85,7 @@ class BackendShardRunner final : public ShardRunner {
   struct Generations {
     std::vector<absl::StatusOr<std::vector<Choice>>> choices;  // per prompt
     std::vector<int> attempts;                                 // per prompt
-    int64_t prompt_tokens = 0;
-    int64_t completion_tokens = 0;
+    v1::TokenUsage usage;
   };
   // A call's requests, before they are sent.
   struct Requests {
@@ -123,11 +122,13 @@ class BackendShardRunner final : public ShardRunner {
   static void SendCall(Call& call, CancellationToken& token);
   // What the call's replies gave, once `on_replied` has run; the token's
   // reason instead when the job was stopped (not its aborted requests').
-  absl::StatusOr<Generations> CollectCall(const v1::Block& block, Call& call,
+  // The replies' tokens are counted for `tenant` (the job's).
+  absl::StatusOr<Generations> CollectCall(const v1::Block& block,
+                                          const std::string& tenant, Call& call,
                                           CancellationToken& token) const;
   // What the replies to `requests` (for `prompt_count` prompts) gave.
-  Generations ReadReplies(const v1::Block& block, const Requests& requests,
-                          size_t prompt_count,
+  Generations ReadReplies(const v1::Block& block, const std::string& tenant,
+                          const Requests& requests, size_t prompt_count,
                           std::vector<BackendReply> replies) const;
 
   const Backends backends_;

@@ -234,6 +234,12 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
   const std::string stderr_text = ReadFile(stack_->dir() + "/job.stderr");
   EXPECT_THAT(stderr_text,
               HasSubstr("JOB_STATE_SUCCEEDED: 20000/20000 rows generated"));
+  // The job's tokens are its committed shards', each once: those of shards
+  // run again after the stop are not counted twice. ("Q: question N" is 3
+  // tokens, its echo "sim(0): Q: question N" 4.)
+  EXPECT_THAT(stderr_text,
+              HasSubstr(absl::StrCat("tokens: ", kRows * 3, " prompt + ",
+                                     kRows * 4, " completion")));
   // Row for row what the uninterrupted run wrote.
   EXPECT_TRUE(ReadFile(stack_->dir() + "/job.jsonl") == *reference_)
       << "the output differs from the uninterrupted run's";

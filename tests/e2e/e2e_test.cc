@@ -300,6 +300,48 @@ TEST_F(EndToEndTest, MetricsMatchTheJobJustRun) {
       12 * 5);  // "sim(0): What is item N?" is 5 tokens
 }
 
+// What a job consumed: the backend's own `usage`, summed over the job's
+// committed shards, in GetJob, in `sdgctl jobs`, in sdgctl's summary and in
+// the metrics, all equal to what llmsim says it reported. And a job shorter
+// than a second shows rates over its whole run, never a rate of 0.
+TEST_F(EndToEndTest, AJobCountsTheTokensTheBackendReported) {
+  Start();
+  std::string in = WriteDataset(12);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--batch_size=5", "--job_id=counted"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json stats = json::parse(stack_->LlmsimStats());
+  // "What is item N?" is 4 tokens, "sim(0): What is item N?" 5.
+  ASSERT_EQ(stats["prompt_tokens"], 12 * 4);
+  ASSERT_EQ(stats["completion_tokens"], 12 * 5);
+
+  EXPECT_THAT(result.err, HasSubstr("tokens: 48 prompt + 60 completion"));
+  EXPECT_THAT(result.err, ::testing::ContainsRegex(
+                              R"(s \([0-9.]+ rows/s, [0-9]+ tokens/s\))"));
+  EXPECT_THAT(result.err, ::testing::Not(HasSubstr(" 0.0 rows/s")));
+
+  CommandResult get = stack_->Sdgctl({"get", "counted"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  // (int64 fields are strings in protobuf's JSON.)
+  EXPECT_EQ(json::parse(get.out)["usage"]["prompt_tokens"], "48");
+  EXPECT_EQ(json::parse(get.out)["usage"]["completion_tokens"], "60");
+
+  CommandResult jobs = stack_->Sdgctl({"jobs"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_THAT(jobs.out, HasSubstr("PROMPT_TOKENS OUTPUT_TOKENS"));
+  EXPECT_THAT(jobs.out, ::testing::ContainsRegex(
+                            "counted +SUCCEEDED +- +12 +12 +0 +48 +60 +0  "));
+
+  auto scrape = HttpGet(stack_->metrics_url());
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_prompt_tokens_total{backend="sim"})"),
+            48);
+  EXPECT_EQ(
+      MetricValue(*scrape, R"(sdg_generation_tokens_total{backend="sim"})"),
+      60);
+}
+
 TEST_F(EndToEndTest, JobsGetAndCancelCommands) {
   Start();
   std::string in = WriteDataset(2);

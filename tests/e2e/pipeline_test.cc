@@ -122,6 +122,60 @@ TEST_F(PipelineTest, AWatcherSeesShardsNamedByStageAndIndexOnly) {
             static_cast<int64_t>(result_shards.size()) - 1);
 }
 
+// A pipeline's tokens, per step and in all: the LLM steps' add up to the
+// job's, which equal what llmsim says it reported; the other steps used
+// none. GetJob says the same.
+TEST_F(PipelineTest, AJobsTokensAreCountedPerStepAndInAll) {
+  StartWithReplies(kKnowledge + "/replies.jsonl");
+  CommandResult result =
+      stack_->Sdgctl({"generate", "--pipeline=" + kKnowledge + "/pipeline.yaml",
+                      "--input=" + kKnowledge + "/documents.jsonl",
+                      "--output=" + Out(), "--job_id=tokens"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json stats = json::parse(stack_->LlmsimStats());
+
+  auto stub = v1::GenerationService::NewStub(grpc::CreateChannel(
+      stack_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::WatchJobRequest request;
+  request.set_job_id("tokens");
+  auto reader = stub->WatchJob(&context, request);
+  v1::JobFinished finished;
+  for (v1::JobEvent event; reader->Read(&event);) {
+    if (event.has_finished()) finished = event.finished();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_GT(finished.usage().prompt_tokens(), 0);
+  EXPECT_EQ(finished.usage().prompt_tokens(), stats["prompt_tokens"]);
+  EXPECT_EQ(finished.usage().completion_tokens(), stats["completion_tokens"]);
+
+  const std::set<std::string> llm_steps = {
+      "gen_spellcheck", "gen_knowledge", "eval_faithfulness_qa_pair",
+      "eval_relevancy_qa_pair", "eval_verify_question"};
+  int64_t prompt = 0;
+  int64_t completion = 0;
+  for (const v1::StepCounts& step : finished.steps()) {
+    if (llm_steps.contains(step.step())) {
+      EXPECT_GT(step.usage().prompt_tokens(), 0) << step.step();
+    } else {
+      EXPECT_FALSE(step.has_usage()) << step.step();
+    }
+    prompt += step.usage().prompt_tokens();
+    completion += step.usage().completion_tokens();
+  }
+  EXPECT_EQ(prompt, finished.usage().prompt_tokens());
+  EXPECT_EQ(completion, finished.usage().completion_tokens());
+
+  grpc::ClientContext get_context;
+  v1::GetJobRequest get;
+  get.set_job_id("tokens");
+  v1::Job job;
+  ASSERT_TRUE(stub->GetJob(&get_context, get, &job).ok());
+  EXPECT_EQ(job.usage().SerializeAsString(),
+            finished.usage().SerializeAsString());
+}
+
 // A step whose requests fail (the model does not exist) sends each of its
 // rows to the errors file with the step's name; the steps before it ran.
 TEST_F(PipelineTest, AFailingStepSendsItsRowsToTheErrorsFile) {

@@ -19,6 +19,7 @@
 #include "sdg/v1/generation.grpc.pb.h"
 #include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/test_certificates.h"
 
 namespace sdg::testing {
@@ -272,6 +273,43 @@ TEST_F(SecurityTest, TokensAreRequiredAndAChangedFileCountsWithoutARestart) {
   for (const char* token : {"alice-token", "bob-token", "mallory-token"}) {
     EXPECT_THAT(log, Not(HasSubstr(token)));
   }
+}
+
+// The token metrics carry the tenant of the job whose replies they count
+// (tenants are the tokens file's: a bounded set, as sdg_jobs_total's).
+TEST_F(SecurityTest, EachTenantsTokensAreCountedUnderItsName) {
+  StackOptions options;
+  options.sdgd_args = {"--auth_tokens_file=" +
+                       WriteTokensFile({"alice", "bob"})};
+  Start(options);
+  // Three rows "one", "two", "three": alice's prompts "Q: one" are 2
+  // tokens and their echoes "sim(0): Q: one" 3; bob's a token longer.
+  for (const auto& [tenant, job_template] :
+       {std::pair{"alice", "Q: {{q}}"}, std::pair{"bob", "Say {{q}} now"}}) {
+    CommandResult result = SdgctlAs(
+        tenant, {"generate", "--input=" + Input(),
+                 "--output=" + dir_ + "/" + tenant + ".jsonl", "--model=m",
+                 std::string("--template=") + job_template});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+  absl::StatusOr<std::string> scrape = HttpGet(stack_->metrics_url());
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_EQ(
+      MetricValue(*scrape,
+                  R"(sdg_prompt_tokens_total{backend="sim",tenant="alice"})"),
+      6);
+  EXPECT_EQ(MetricValue(
+                *scrape,
+                R"(sdg_generation_tokens_total{backend="sim",tenant="alice"})"),
+            9);
+  EXPECT_EQ(
+      MetricValue(*scrape,
+                  R"(sdg_prompt_tokens_total{backend="sim",tenant="bob"})"),
+      9);
+  EXPECT_EQ(
+      MetricValue(*scrape,
+                  R"(sdg_generation_tokens_total{backend="sim",tenant="bob"})"),
+      12);
 }
 
 TEST_F(SecurityTest, ATenantSeesOnlyItsJobsAndTheAdminSeesAll) {

@@ -18,13 +18,18 @@ GenerateSummary Summary() {
   return summary;
 }
 
-TEST(FormatSummaryTest, AFinishedJobShowsItsOwnElapsedTime) {
+TEST(FormatSummaryTest, AFinishedJobShowsItsOwnElapsedTimeRatesAndTokens) {
   GenerateSummary summary = Summary();
   summary.finished.set_state(v1::JOB_STATE_SUCCEEDED);
-  summary.finished.set_elapsed_seconds(3.25);
+  summary.finished.set_rows_succeeded(10);
+  summary.finished.set_elapsed_seconds(0.25);
+  summary.finished.mutable_usage()->set_prompt_tokens(120);
+  summary.finished.mutable_usage()->set_completion_tokens(300);
+  // A job shorter than a second still shows its rates, over its whole run.
   EXPECT_EQ(FormatSummary(summary, "out.jsonl"),
             "job j JOB_STATE_SUCCEEDED: 10/10 rows generated -> out.jsonl "
-            "(10 lines), 0 failed, 3.25 s");
+            "(10 lines), 0 failed, 0.25 s (40.0 rows/s, 1200 tokens/s), "
+            "tokens: 120 prompt + 300 completion");
 }
 
 TEST(FormatSummaryTest, ACallThatEndedAbnormallyShowsTheTimeItRan) {

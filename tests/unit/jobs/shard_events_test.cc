@@ -105,6 +105,59 @@ TEST(WholeShardErrorEventTest, CoversEveryRowAndNamesTheStep) {
   EXPECT_EQ(event.shard_error().step(), "ask");
 }
 
+v1::TokenUsage Usage(int64_t prompt, int64_t completion) {
+  v1::TokenUsage usage;
+  usage.set_prompt_tokens(prompt);
+  usage.set_completion_tokens(completion);
+  return usage;
+}
+
+// A shard's tokens ride in its first event only, so that a tally counts
+// them once however many events the shard is split into.
+TEST(BlockShardEventsTest, TheShardsTokensAreInItsFirstEventOnly) {
+  const size_t row_bytes = Row(9, 100).ByteSizeLong();
+  ShardOutcome outcome;
+  for (int i = 0; i < 3; ++i) outcome.rows.push_back(Row(i, 100));
+  outcome.failed_rows = {{3, absl::UnavailableError("busy"), 3}};
+  outcome.usage = Usage(12, 34);
+  std::vector<LogEvent> group =
+      BlockShardEvents(ShardSpec{.index = 0, .first_row = 0, .row_count = 4},
+                       std::move(outcome), row_bytes + 1);
+  ASSERT_THAT(Shape(group), ElementsAre("0", "1", "2", "E"));
+  EXPECT_EQ(group[0].shard_result().usage().prompt_tokens(), 12);
+  EXPECT_EQ(group[0].shard_result().usage().completion_tokens(), 34);
+  EXPECT_FALSE(group[1].shard_result().has_usage());
+  EXPECT_FALSE(group[2].shard_result().has_usage());
+  EXPECT_FALSE(group[3].shard_error().has_usage());
+}
+
+// A shard whose every row failed has its tokens in its first shard_error
+// (a reply whose rows could not be used still used tokens).
+TEST(BlockShardEventsTest, AShardWithOnlyErrorsCarriesItsTokensInTheFirst) {
+  ShardOutcome outcome;
+  outcome.failed_rows = {{0, absl::InternalError("no choices"), 1},
+                         {1, absl::UnavailableError("busy"), 3}};
+  outcome.usage = Usage(5, 0);
+  std::vector<LogEvent> group =
+      BlockShardEvents(ShardSpec{.index = 0, .first_row = 0, .row_count = 2},
+                       std::move(outcome));
+  ASSERT_THAT(Shape(group), ElementsAre("E", "E"));
+  EXPECT_EQ(group[0].shard_error().usage().prompt_tokens(), 5);
+  EXPECT_FALSE(group[1].shard_error().has_usage());
+}
+
+TEST(WholeShardErrorEventTest, KeepsTheTokensUsedBeforeTheShardStopped) {
+  LogEvent event = WholeShardErrorEvent(
+      ShardSpec{.index = 1, .first_row = 8, .row_count = 8},
+      absl::CancelledError("stopped"), 1, "ask", Usage(40, 60));
+  EXPECT_EQ(event.shard_error().usage().prompt_tokens(), 40);
+  EXPECT_EQ(event.shard_error().usage().completion_tokens(), 60);
+  EXPECT_FALSE(WholeShardErrorEvent(ShardSpec{.index = 1, .row_count = 8},
+                                    absl::CancelledError("stopped"), 0, "")
+                   .shard_error()
+                   .has_usage());
+}
+
 class StageShardEventsTest : public ::testing::Test {
  protected:
   // Two stages: steps "a" and "b" in the first, "c" in the second.
@@ -142,6 +195,20 @@ TEST_F(StageShardEventsTest, BeforeABarrierTheRowsAreStageRows) {
   // The step counts ride in the first event only.
   EXPECT_EQ(group[0].stage_rows().steps_size(), 2);
   EXPECT_EQ(group[1].stage_rows().steps_size(), 0);
+}
+
+TEST_F(StageShardEventsTest, TheTokensRideWithTheStepCountsInTheFirstEvent) {
+  const size_t row_bytes = Row(9, 100).ByteSizeLong();
+  ShardOutcome outcome = Outcome(2);
+  *outcome.steps[1].mutable_usage() = Usage(7, 9);
+  outcome.usage = Usage(7, 9);
+  std::vector<LogEvent> group = StageShardEvents(
+      ShardSpec{.stage = 0, .index = 0, .first_row = 0, .row_count = 2},
+      pipeline_, std::move(outcome), row_bytes + 1);
+  ASSERT_THAT(Shape(group), ElementsAre("0", "1"));
+  EXPECT_EQ(group[0].stage_rows().usage().completion_tokens(), 9);
+  EXPECT_EQ(group[0].stage_rows().steps(1).usage().prompt_tokens(), 7);
+  EXPECT_FALSE(group[1].stage_rows().has_usage());
 }
 
 TEST_F(StageShardEventsTest, TheLastStageGivesResultsEvenWithNoRows) {

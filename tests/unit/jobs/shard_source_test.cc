@@ -201,5 +201,48 @@ TEST(JobTallyTest, ShardsAreNamedByStageAndIndexAndByAnOlderLogsPacking) {
   EXPECT_EQ(tally.shards_failed(), 1);
 }
 
+// A job's tokens are its committed shards', from each shard's first event;
+// a pipeline's are also counted per step. Replaying the log (a resumed
+// job) gives the same totals.
+TEST(JobTallyTest, TokensAddUpFromEachShardsFirstEventAndPerStep) {
+  auto usage = [](int64_t prompt, int64_t completion) {
+    v1::TokenUsage tokens;
+    tokens.set_prompt_tokens(prompt);
+    tokens.set_completion_tokens(completion);
+    return tokens;
+  };
+  std::vector<LogEvent> log(4);
+  // Stage 0, shard 0: barrier rows with the step "ask"'s tokens.
+  log[0].mutable_stage_rows()->set_shard_index(0);
+  *log[0].mutable_stage_rows()->mutable_usage() = usage(10, 20);
+  v1::StepCounts* ask = log[0].mutable_stage_rows()->add_steps();
+  ask->set_step("ask");
+  *ask->mutable_usage() = usage(10, 20);
+  // Stage 0, shard 1: only failures, tokens in the first.
+  log[1].mutable_shard_error()->set_shard_index(1);
+  log[1].mutable_shard_error()->set_row_count(2);
+  *log[1].mutable_shard_error()->mutable_usage() = usage(3, 0);
+  // Stage 1, shard 0: results in two events, tokens in the first.
+  log[2].mutable_shard_result()->set_stage(1);
+  *log[2].mutable_shard_result()->mutable_usage() = usage(100, 200);
+  v1::StepCounts* judge = log[2].mutable_shard_result()->add_steps();
+  judge->set_step("judge");
+  *judge->mutable_usage() = usage(100, 200);
+  log[3].mutable_shard_result()->set_stage(1);
+
+  JobTally tally(/*shard_count=*/2);
+  for (const LogEvent& event : log) tally.Add(event);
+  EXPECT_EQ(tally.usage().prompt_tokens(), 113);
+  EXPECT_EQ(tally.usage().completion_tokens(), 220);
+  ASSERT_EQ(tally.steps().size(), 2u);
+  EXPECT_EQ(tally.steps()[0].usage().completion_tokens(), 20);
+  EXPECT_EQ(tally.steps()[1].usage().prompt_tokens(), 100);
+
+  JobTally replayed(/*shard_count=*/2);
+  for (const LogEvent& event : log) replayed.Add(event);
+  EXPECT_EQ(replayed.usage().SerializeAsString(),
+            tally.usage().SerializeAsString());
+}
+
 }  // namespace
 }  // namespace sdg
