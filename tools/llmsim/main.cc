@@ -40,6 +40,14 @@ ABSL_FLAG(double, fail_rate, 0,
 ABSL_FLAG(int, fail_code, 503, "HTTP status of simulated failures");
 ABSL_FLAG(int, retry_after, 0,
           "Retry-After seconds sent with failures (0: none)");
+ABSL_FLAG(int64_t, rpm, 0,
+          "requests a minute, as a hosted API limits them: more are answered "
+          "429 rate_limit_exceeded (0: no limit)");
+ABSL_FLAG(int64_t, tpm, 0,
+          "tokens (prompt and completion) a minute, as --rpm (0: no limit)");
+ABSL_FLAG(int, rate_window_s, 60,
+          "--rpm and --tpm hold this many seconds of their limit: a burst of "
+          "more is refused even within the minute's total");
 ABSL_FLAG(double, hang_rate, 0, "share of requests never answered");
 ABSL_FLAG(double, reset_rate, 0,
           "share of requests whose connection closes mid-response");
@@ -93,6 +101,9 @@ int main(int argc, char** argv) {
   options.fail_code = absl::GetFlag(FLAGS_fail_code);
   options.retry_after_s = absl::GetFlag(FLAGS_retry_after);
   options.hang_rate = absl::GetFlag(FLAGS_hang_rate);
+  options.rpm = absl::GetFlag(FLAGS_rpm);
+  options.tpm = absl::GetFlag(FLAGS_tpm);
+  options.rate_window_s = absl::GetFlag(FLAGS_rate_window_s);
   options.fault_seed = absl::GetFlag(FLAGS_fault_seed);
   options.fault_script = absl::GetFlag(FLAGS_fault_script);
   options.replies_file = absl::GetFlag(FLAGS_replies);

@@ -12,12 +12,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -152,7 +154,85 @@ SimServer::SimServer(const Options& options,
                  /*serves_any_model_name=*/options.mode == Mode::kLlamaCpp,
                  /*samples_follow_seed=*/options.mode == Mode::kLlamaCpp},
       started_(std::chrono::steady_clock::now()),
-      fault_random_(options.fault_seed) {}
+      fault_random_(options.fault_seed) {
+  for (auto [bucket, limit] : {std::pair{&requests_bucket_, options.rpm},
+                               std::pair{&tokens_bucket_, options.tpm}}) {
+    bucket->per_second = static_cast<double>(limit) / 60;
+    bucket->capacity = bucket->per_second * options.rate_window_s;
+    bucket->level = bucket->capacity;
+    bucket->refilled = started_;
+  }
+}
+
+void SimServer::RateBucket::Refill(std::chrono::steady_clock::time_point now) {
+  const double seconds = std::chrono::duration<double>(now - refilled).count();
+  level = std::min(capacity, level + per_second * seconds);
+  refilled = now;
+}
+
+bool SimServer::AdmitByRateLimits(evhttp_request* request,
+                                  const SimReply& reply) {
+  if (options_.rpm <= 0 && options_.tpm <= 0) return true;
+  const auto now = std::chrono::steady_clock::now();
+  const double tokens =
+      static_cast<double>(reply.prompt_tokens + reply.completion_tokens);
+  struct Limit {
+    const char* name;
+    int64_t limit;
+    RateBucket* bucket;
+    double cost;
+  };
+  const Limit limits[] = {{"requests", options_.rpm, &requests_bucket_, 1},
+                          {"tokens", options_.tpm, &tokens_bucket_, tokens}};
+  const Limit* short_of = nullptr;
+  for (const Limit& limit : limits) {
+    if (limit.limit <= 0) continue;
+    limit.bucket->Refill(now);
+    if (limit.bucket->level < limit.cost && short_of == nullptr) {
+      short_of = &limit;
+    }
+  }
+  if (short_of == nullptr) {
+    for (const Limit& limit : limits) {
+      if (limit.limit > 0) limit.bucket->level -= limit.cost;
+    }
+  }
+  evkeyvalq* headers = evhttp_request_get_output_headers(request);
+  for (const Limit& limit : limits) {
+    if (limit.limit <= 0) continue;
+    const RateBucket& bucket = *limit.bucket;
+    // OpenAI's reset: how long until the bucket is full again, e.g. "1.5s".
+    const double reset_s = (bucket.capacity - bucket.level) / bucket.per_second;
+    evhttp_add_header(headers,
+                      absl::StrCat("x-ratelimit-limit-", limit.name).c_str(),
+                      absl::StrCat(limit.limit).c_str());
+    evhttp_add_header(
+        headers, absl::StrCat("x-ratelimit-remaining-", limit.name).c_str(),
+        absl::StrCat(static_cast<int64_t>(std::max(0.0, bucket.level)))
+            .c_str());
+    evhttp_add_header(headers,
+                      absl::StrCat("x-ratelimit-reset-", limit.name).c_str(),
+                      absl::StrFormat("%.3fs", reset_s).c_str());
+  }
+  if (short_of == nullptr) return true;
+  Reply(
+      request, 429,
+      nlohmann::json{
+          {"error",
+           {{"message",
+             absl::StrFormat("Rate limit reached for %s per min (RPM/TPM): "
+                             "Limit %d, Requested %.0f. Please try again "
+                             "in %.0fms.",
+                             short_of->name, short_of->limit, short_of->cost,
+                             1000 * (short_of->cost - short_of->bucket->level) /
+                                 short_of->bucket->per_second)},
+            {"type", short_of->name},
+            {"param", nullptr},
+            {"code", "rate_limit_exceeded"}}}}
+          .dump(),
+      true);
+  return false;
+}
 
 SimServer::~SimServer() {
   for (auto& [connection, pendings] : pending_) {
@@ -360,6 +440,7 @@ void SimServer::HandleGeneration(evhttp_request* request, SimReply reply) {
     Reply(request, reply.status, reply.body, true);
     return;
   }
+  if (!AdmitByRateLimits(request, reply)) return;
   if (Capacity() > 0 && in_service_ >= Capacity() && options_.busy_status > 0 &&
       fault != Fault::kHang) {
     Reply(

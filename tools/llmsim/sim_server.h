@@ -65,6 +65,16 @@ class SimServer {
     int ms_per_token = 0;
     // Requests must carry "Authorization: Bearer <api_key>" when set.
     std::string api_key;
+    // A hosted API's limits (OpenAI's): requests and tokens (a request's
+    // prompt and completion tokens, counted when it arrives) a minute, 0
+    // for none. Each is a bucket that holds rate_window_s seconds of its
+    // limit (60: the whole minute), refilled continuously; a request that
+    // finds either short is answered 429 rate_limit_exceeded and costs
+    // nothing. Every generation reply carries x-ratelimit-limit-*,
+    // x-ratelimit-remaining-* and x-ratelimit-reset-* for both.
+    int64_t rpm = 0;
+    int64_t tpm = 0;
+    int rate_window_s = 60;
 
     // Faults: one draw per generation request decides at most one.
     double fail_rate = 0;  // answer fail_code at once
@@ -173,6 +183,18 @@ class SimServer {
   void CountAnswered(const SimReply& reply);
   std::string StatsJson() const;
   int Capacity() const;
+  // The rate limits: false (and the 429 sent) when the request is over
+  // them; the x-ratelimit headers added either way.
+  bool AdmitByRateLimits(evhttp_request* request, const SimReply& reply);
+
+  // A per-minute limit kept as a bucket (see Options::rpm).
+  struct RateBucket {
+    double per_second = 0;
+    double capacity = 0;
+    double level = 0;
+    std::chrono::steady_clock::time_point refilled;
+    void Refill(std::chrono::steady_clock::time_point now);
+  };
 
   const Options options_;
   const Simulator simulator_;
@@ -184,6 +206,8 @@ class SimServer {
   event* sigterm_ = nullptr;
   int port_ = 0;
   Stats stats_;
+  RateBucket requests_bucket_;
+  RateBucket tokens_bucket_;
   std::mt19937_64 fault_random_;
   std::vector<ScriptStep> fault_script_;
   size_t next_script_step_ = 0;
