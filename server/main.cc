@@ -136,7 +136,10 @@ constexpr char kUsage[] =
     "      endpoint; auto: llama.cpp's slot count from /props, else 256;\n"
     "      adaptive: an AIMD limit in [1, 1024]. (default auto)\n"
     "  --backend_api_key_file NAME=PATH  sent as Authorization: Bearer; or\n"
-    "      set SDG_BACKEND_API_KEY_<NAME>.";
+    "      set SDG_BACKEND_API_KEY_<NAME>.\n"
+    "  --backend_rate_limit [NAME=]rpm:N,tpm:N,itpm:N,otpm:N  a hosted API's\n"
+    "      requests, tokens, input and output tokens a minute (any of them):\n"
+    "      requests are paced to stay within them. (default none)";
 
 // --store or the file --store_url_file names; "" for neither.
 absl::StatusOr<std::string> DatabaseFromFlags() {
@@ -269,6 +272,7 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromCommandLine(int argc,
       sdg::TakeRepeatedFlag("backend_max_in_flight", args);
   backend_flags.api_key_file =
       sdg::TakeRepeatedFlag("backend_api_key_file", args);
+  backend_flags.rate_limit = sdg::TakeRepeatedFlag("backend_rate_limit", args);
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 
   sdg::LogLevel level;

@@ -46,6 +46,11 @@ Backend::Backend(BackendOptions options, HttpTransport& http, Metrics& metrics)
   {
     absl::MutexLock lock(&mu_);
     ReportLimit();
+    if (options_.rate_limits.any()) {
+      const absl::Time now = options_.budget_clock();
+      budget_ = std::make_unique<RateBudget>(options_.rate_limits, now);
+      ReportBudget(now);
+    }
     if (!NeedsDetection()) {
       traits_known_ = true;
       batching_ = options_.batching == BatchingMode::kOn;
@@ -59,6 +64,7 @@ Backend::~Backend() {
   absl::flat_hash_map<uint64_t, TimerService::TimerId> timers;
   TimerService::TimerId probe_timer;
   TimerService::TimerId detect_timer;
+  TimerService::TimerId budget_timer;
   {
     absl::MutexLock lock(&mu_);
     // A call left here would never complete: fail loudly in debug builds.
@@ -66,11 +72,13 @@ Backend::~Backend() {
     timers.swap(cooldown_timers_);
     probe_timer = std::exchange(probe_timer_, 0);
     detect_timer = std::exchange(detect_timer_, 0);
+    budget_timer = std::exchange(budget_timer_, 0);
   }
   // Outside mu_: CancelTimer waits for a running callback, which takes it.
   for (const auto& [key, timer] : timers) http_.timers().CancelTimer(timer);
   if (probe_timer != 0) http_.timers().CancelTimer(probe_timer);
   if (detect_timer != 0) http_.timers().CancelTimer(detect_timer);
+  if (budget_timer != 0) http_.timers().CancelTimer(budget_timer);
 }
 
 std::vector<std::string> Backend::models() const {
@@ -231,6 +239,9 @@ Backend::CallId Backend::Post(absl::string_view path, std::string json_body,
     call.body = std::move(json_body);
     call.done = std::move(done);
     call.samples = samples;
+    if (budget_ != nullptr && options_.rate_limits.limits_tokens()) {
+      call.cost = EstimateRequestTokens(call.body);
+    }
     calls_.emplace(id, std::move(call));
     queued_.push_back(id);
     Dispatch(completions);
@@ -282,11 +293,106 @@ void Backend::Dispatch(Completions& out) {
   while (!queued_.empty()) {
     const CallId id = queued_.front();
     if (RefuseSamples(id, out)) continue;
-    const int endpoint = pool_.Acquire(calls_.at(id).last_failed_endpoint, now);
+    Call& call = calls_.at(id);
+    if (!BudgetAllows(call)) return;
+    const int endpoint = pool_.Acquire(call.last_failed_endpoint, now);
     if (endpoint == EndpointPool::kNoneFree) return;
     queued_.pop_front();
+    SpendBudget(call);
     Send(id, endpoint);
   }
+}
+
+bool Backend::BudgetAllows(const Call& call) {
+  if (budget_ == nullptr && server_hold_until_ == absl::InfinitePast()) {
+    return true;
+  }
+  const absl::Time now = options_.budget_clock();
+  absl::Time ready = server_hold_until_;
+  if (budget_ != nullptr) {
+    ready = std::max(ready, budget_->ReadyAt(call.cost, now));
+  }
+  if (ready <= now) {
+    if (budget_wait_since_ != absl::InfinitePast()) {
+      metrics_.RateLimitWaitEnded(now - budget_wait_since_);
+      metrics_.RateLimited(false);
+      budget_wait_since_ = absl::InfinitePast();
+    }
+    return true;
+  }
+  if (budget_wait_since_ == absl::InfinitePast()) {
+    budget_wait_since_ = now;
+    metrics_.RateLimited(true);
+  }
+  // One timer at a time (it cannot be cancelled under mu_): a pending one
+  // runs Dispatch, which arms the next if the budget is still short. The
+  // id is recorded before the callback can take mu_.
+  if (budget_timer_ == 0) {
+    budget_timer_ =
+        http_.timers().RunAfter(ready - now, [this] { OnBudgetTimer(); });
+  }
+  return false;
+}
+
+void Backend::FollowServerLimits(const HttpResponse& response) {
+  const HttpResponse::RateLimitHeaders& limits = response.rate_limit;
+  const absl::Time now = options_.budget_clock();
+  absl::Time until = absl::InfinitePast();
+  if (limits.remaining_requests == 0 && limits.reset_requests.has_value()) {
+    until = std::max(until, now + *limits.reset_requests);
+  }
+  if (limits.remaining_tokens == 0 && limits.reset_tokens.has_value()) {
+    until = std::max(until, now + *limits.reset_tokens);
+  }
+  if (until <= now || until <= server_hold_until_) return;
+  server_hold_until_ = until;
+  Log(LogLevel::kDebug, "backend says its rate limit is used up; waiting",
+      {{"backend", options_.name},
+       {"wait_s", absl::ToDoubleSeconds(until - now)}});
+}
+
+void Backend::SpendBudget(Call& call) {
+  if (budget_ == nullptr) return;
+  const absl::Time now = options_.budget_clock();
+  budget_->Take(call.cost, now);
+  call.reserved = true;
+  ReportBudget(now);
+}
+
+void Backend::SettleBudget(Call& call, const HttpResponse& response) {
+  if (budget_ == nullptr || !std::exchange(call.reserved, false)) return;
+  if (!options_.rate_limits.limits_tokens()) return;
+  const absl::Time now = options_.budget_clock();
+  // A reply without usage is taken to have used what was reserved; an
+  // attempt that failed used nothing.
+  TokenCost used;
+  if (response.transport.ok() && response.http_code >= 200 &&
+      response.http_code < 300) {
+    used = ReplyUsage(response.body).value_or(call.cost);
+  }
+  budget_->Settle(call.cost, used, now);
+  ReportBudget(now);
+}
+
+void Backend::ReportBudget(absl::Time now) {
+  const RateBudget::Available available = budget_->available(now);
+  for (const auto& [name, value] :
+       {std::pair{"requests", available.requests},
+        std::pair{"tokens", available.tokens},
+        std::pair{"input_tokens", available.input_tokens},
+        std::pair{"output_tokens", available.output_tokens}}) {
+    if (value.has_value()) metrics_.BudgetAvailable(name, *value);
+  }
+}
+
+void Backend::OnBudgetTimer() {
+  Completions completions;
+  {
+    absl::MutexLock lock(&mu_);
+    budget_timer_ = 0;
+    Dispatch(completions);
+  }
+  RunCompletions(completions);
 }
 
 bool Backend::RefuseSamples(CallId id, Completions& out) {
@@ -351,6 +457,8 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     Call& call = calls_.at(id);
     call.request = 0;
     metrics_.InFlight(-1);
+    FollowServerLimits(response);
+    SettleBudget(call, response);
     const int limit_before = pool_.TotalLimit();
     OnEndpointChange(call.endpoint,
                      pool_.Release(call.endpoint, response, absl::Now()));
@@ -554,10 +662,13 @@ void Backend::DispatchWhileDown(Completions& out) {
     return;
   }
   const CallId id = queued_.front();
-  const int endpoint = pool_.Acquire(calls_.at(id).last_failed_endpoint, now);
+  Call& call = calls_.at(id);
+  if (!BudgetAllows(call)) return;
+  const int endpoint = pool_.Acquire(call.last_failed_endpoint, now);
   if (endpoint == EndpointPool::kNoneFree) return;
   queued_.pop_front();
   probe_ = id;
+  SpendBudget(call);
   Send(id, endpoint);
 }
 

@@ -22,6 +22,15 @@
 // back up. Only after `outage.limit` do the waiting calls fail (UNAVAILABLE,
 // naming the endpoints and their last errors).
 //
+// Rate limits (--backend_rate_limit, rate_budget.h): a hosted API's
+// requests and tokens a minute. Every attempt, retries included, waits in
+// the queue until the budget allows it as well as an endpoint's in-flight
+// cap; the calls behind it wait in order, and a timer wakes the dispatch
+// when the budget has refilled. Tokens are reserved from the request's body
+// (EstimateRequestTokens) and settled with its reply's usage. Without a
+// configured budget, a reply whose x-ratelimit-remaining-requests (or
+// -tokens) is 0 holds the calls until its x-ratelimit-reset-* passes.
+//
 // Samples: a server that takes one choice per request (llama.cpp, or one
 // that has answered "Only one completion choice is allowed") gets no call
 // for more than one sample: such a call completes at once with
@@ -32,6 +41,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,6 +60,7 @@
 #include "server/backend/concurrency_limit.h"
 #include "server/backend/endpoint_pool.h"
 #include "server/backend/outage_detector.h"
+#include "server/backend/rate_budget.h"
 #include "server/backend/retry_policy.h"
 #include "server/backend/server_detector.h"
 #include "server/http/http_transport.h"
@@ -78,6 +90,10 @@ struct BackendOptions {
   absl::Duration detect_timeout = absl::Seconds(10);
   ApiKey api_key;
   OutageDetector::Options outage;
+  // None set: no budget.
+  RateLimits rate_limits;
+  // The clock of the rate limits (a test's may stand still or jump).
+  std::function<absl::Time()> budget_clock = [] { return absl::Now(); };
 };
 
 struct BackendReply {
@@ -138,6 +154,10 @@ class Backend {
     int last_failed_endpoint = EndpointPool::kNoneFree;
     int samples = 1;
     bool cancelled = false;
+    // With a token budget: what the body may cost, and what the attempt in
+    // flight reserved.
+    TokenCost cost;
+    bool reserved = false;
   };
   // Callbacks collected under mu_ and run after it is released.
   using Completions = std::vector<std::pair<Done, BackendReply>>;
@@ -169,8 +189,22 @@ class Backend {
   void FailQueued(const absl::Status& error, size_t keep, Completions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Sends queued calls while an endpoint has room.
+  // Sends queued calls while an endpoint has room (and the budget allows).
   void Dispatch(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With a budget: whether the call may go now; if not, the dispatch waits
+  // for the budget (a timer wakes it).
+  bool BudgetAllows(const Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attempt going out spends the budget; the attempt that ended settles
+  // what it reserved with what its reply says it used.
+  void SpendBudget(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SettleBudget(Call& call, const HttpResponse& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReportBudget(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A reply's x-ratelimit-* headers saying a limit is used up hold every
+  // call until its reset, with or without --backend_rate_limit.
+  void FollowServerLimits(const HttpResponse& response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnBudgetTimer();
   void Send(CallId id, int endpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnResponse(CallId id, HttpResponse response);
   void OnEndpointChange(int endpoint, EndpointPool::Change change)
@@ -230,6 +264,13 @@ class Backend {
   OutageDetector outage_ ABSL_GUARDED_BY(mu_);
   CallId probe_ ABSL_GUARDED_BY(mu_) = 0;  // the call probing, if any
   TimerService::TimerId probe_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  // --backend_rate_limit; null without one. While the dispatch waits for
+  // it: since when, and the timer that wakes it.
+  std::unique_ptr<RateBudget> budget_ ABSL_GUARDED_BY(mu_);
+  // Until when the server's own x-ratelimit headers hold the calls.
+  absl::Time server_hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time budget_wait_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  TimerService::TimerId budget_timer_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Last: destroyed first, waiting for its callbacks, which use the above.
   ServerDetector detector_;

@@ -162,6 +162,17 @@ absl::StatusOr<std::vector<BackendOptions>> BackendsFromFlags(
       !s.ok()) {
     return s;
   }
+  if (absl::Status s = ForEachValue(
+          "backend_rate_limit", flags.rate_limit, false, backends,
+          [](BackendOptions& backend, absl::string_view value) -> absl::Status {
+            absl::StatusOr<RateLimits> limits = ParseRateLimits(value);
+            if (!limits.ok()) return limits.status();
+            backend.rate_limits = *limits;
+            return absl::OkStatus();
+          });
+      !s.ok()) {
+    return s;
+  }
   for (BackendOptions& backend : backends) {
     if (std::optional<std::string> key = getenv(ApiKeyEnvVar(backend.name));
         key.has_value() && !key->empty()) {

@@ -27,6 +27,7 @@ struct BackendFlags {
   std::vector<std::string> batching;
   std::vector<std::string> max_in_flight;
   std::vector<std::string> api_key_file;
+  std::vector<std::string> rate_limit;
   // Applied to every backend.
   BackendOptions defaults;
 };

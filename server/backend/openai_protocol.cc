@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -96,6 +97,29 @@ void AppendSamplingFields(const v1::Block& block, std::string& out) {
 // reply (up to kKeptParserCapacity) and only the texts are copied out.
 constexpr size_t kKeptParserCapacity = 1 << 20;
 
+// The thread's parser, for one parse: what it parsed stays valid until this
+// goes, and then a parser grown past kKeptParserCapacity is let go.
+class ThreadParser {
+ public:
+  ThreadParser() = default;
+  ThreadParser(const ThreadParser&) = delete;
+  ThreadParser& operator=(const ThreadParser&) = delete;
+  ~ThreadParser() {
+    if (parser_.capacity() > kKeptParserCapacity) {
+      parser_ = simdjson::dom::parser();
+    }
+  }
+  simdjson::error_code Parse(absl::string_view body,
+                             simdjson::dom::element& out) {
+    return parser_.parse(body.data(), body.size(), true).get(out);
+  }
+
+ private:
+  static thread_local simdjson::dom::parser parser_;
+};
+
+thread_local simdjson::dom::parser ThreadParser::parser_;
+
 int64_t IntegerOr0(simdjson::dom::element number) {
   int64_t integer;
   if (number.get_int64().get(integer) == simdjson::SUCCESS) return integer;
@@ -114,17 +138,9 @@ absl::StatusOr<Completion> ParseReply(absl::string_view body,
                                       int expected_choices,
                                       absl::string_view text_field,
                                       TextOf text_of) {
-  thread_local simdjson::dom::parser parser;
-  struct ShrinkAfter {
-    ~ShrinkAfter() {
-      if (parser.capacity() > kKeptParserCapacity) {
-        parser = simdjson::dom::parser();
-      }
-    }
-  } shrink_after;
+  ThreadParser parser;
   simdjson::dom::element reply;
-  if (parser.parse(body.data(), body.size(), true).get(reply) !=
-      simdjson::SUCCESS) {
+  if (parser.Parse(body, reply) != simdjson::SUCCESS) {
     return absl::DataLossError(absl::StrCat(
         "backend reply was not valid JSON (", body.size(), " bytes)"));
   }
@@ -211,7 +227,49 @@ absl::StatusCode CodeForHttpStatus(long http_code) {
   }
 }
 
+// The integer at `key` of `object`, or 0.
+int64_t IntegerAt(simdjson::dom::object object, std::string_view key) {
+  simdjson::dom::element value;
+  if (object[key].get(value) != simdjson::SUCCESS) return 0;
+  return IntegerOr0(value);
+}
+
 }  // namespace
+
+TokenCost EstimateRequestTokens(absl::string_view body) {
+  TokenCost cost;
+  // About 4 bytes a token, OpenAI's rule of thumb for English text.
+  cost.input = static_cast<int64_t>((body.size() + 3) / 4);
+  ThreadParser parser;
+  simdjson::dom::element request;
+  simdjson::dom::object object;
+  if (parser.Parse(body, request) != simdjson::SUCCESS ||
+      request.get_object().get(object) != simdjson::SUCCESS) {
+    return cost;
+  }
+  int64_t max_tokens = IntegerAt(object, "max_tokens");
+  if (max_tokens <= 0) max_tokens = IntegerAt(object, "max_completion_tokens");
+  const int64_t n = std::max<int64_t>(IntegerAt(object, "n"), 1);
+  int64_t prompts = 1;
+  simdjson::dom::array prompt_list;
+  if (object["prompt"].get_array().get(prompt_list) == simdjson::SUCCESS) {
+    prompts = std::max<int64_t>(static_cast<int64_t>(prompt_list.size()), 1);
+  }
+  cost.output = std::max<int64_t>(max_tokens, 0) * n * prompts;
+  return cost;
+}
+
+std::optional<TokenCost> ReplyUsage(absl::string_view body) {
+  ThreadParser parser;
+  simdjson::dom::element reply;
+  simdjson::dom::object usage;
+  if (parser.Parse(body, reply) != simdjson::SUCCESS ||
+      reply["usage"].get_object().get(usage) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return TokenCost{IntegerAt(usage, "prompt_tokens"),
+                   IntegerAt(usage, "completion_tokens")};
+}
 
 std::string BuildCompletionsBody(const v1::Block& block,
                                  const std::vector<std::string>& prompts) {

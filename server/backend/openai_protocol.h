@@ -5,6 +5,7 @@
 #define SDG_SERVER_BACKEND_OPENAI_PROTOCOL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,25 @@ struct Completion {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
 };
+
+// Tokens of a request, or of its reply: prompt (input) and completion
+// (output).
+struct TokenCost {
+  int64_t input = 0;
+  int64_t output = 0;
+};
+
+// What a request body may cost before it is sent, for a token budget: its
+// prompt estimated at a token per 4 bytes of the whole body (an estimate
+// above the prompt's own tokens, settled with the reply's usage), and the
+// most it may generate: max_tokens (or max_completion_tokens) × n × the
+// prompts it carries; 0 output when it sets no maximum. A body that is not
+// a JSON object costs its bytes / 4 as input.
+TokenCost EstimateRequestTokens(absl::string_view body);
+
+// A 2xx reply's `usage` (prompt_tokens, completion_tokens); nullopt when it
+// has none or is not JSON.
+std::optional<TokenCost> ReplyUsage(absl::string_view body);
 
 // Parses a 2xx reply. Fails with DATA_LOSS when the body is not JSON or lacks
 // `choices`, or when the choice indexes are not exactly 0..expected_choices-1;

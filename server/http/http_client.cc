@@ -44,23 +44,8 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
 }
 
 size_t OnHeader(char* data, size_t size, size_t count, void* user) {
-  auto* response = static_cast<HttpResponse*>(user);
-  absl::string_view line(data, size * count);
-  size_t colon = line.find(':');
-  if (colon != absl::string_view::npos) {
-    absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
-    absl::string_view value =
-        absl::StripAsciiWhitespace(line.substr(colon + 1));
-    double number = 0;
-    if (absl::EqualsIgnoreCase(name, "retry-after-ms") &&
-        absl::SimpleAtod(value, &number) && number >= 0) {
-      response->retry_after = absl::Milliseconds(number);
-    } else if (absl::EqualsIgnoreCase(name, "retry-after") &&
-               !response->retry_after.has_value() &&
-               absl::SimpleAtod(value, &number) && number >= 0) {
-      response->retry_after = absl::Seconds(number);
-    }
-  }
+  ReadHeaderLine(absl::string_view(data, size * count),
+                 *static_cast<HttpResponse*>(user));
   return size * count;
 }
 
@@ -114,6 +99,39 @@ absl::Status TransportStatus(CURLcode code, const char* error_buffer) {
 }
 
 }  // namespace
+
+void ReadHeaderLine(absl::string_view line, HttpResponse& response) {
+  size_t colon = line.find(':');
+  if (colon == absl::string_view::npos) return;
+  absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
+  absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+  double number = 0;
+  int64_t whole = 0;
+  absl::Duration duration;
+  HttpResponse::RateLimitHeaders& limits = response.rate_limit;
+  if (absl::EqualsIgnoreCase(name, "retry-after-ms") &&
+      absl::SimpleAtod(value, &number) && number >= 0) {
+    response.retry_after = absl::Milliseconds(number);
+  } else if (absl::EqualsIgnoreCase(name, "retry-after") &&
+             !response.retry_after.has_value() &&
+             absl::SimpleAtod(value, &number) && number >= 0) {
+    response.retry_after = absl::Seconds(number);
+  } else if (absl::EqualsIgnoreCase(name, "x-ratelimit-remaining-requests") &&
+             absl::SimpleAtoi(value, &whole)) {
+    limits.remaining_requests = whole;
+  } else if (absl::EqualsIgnoreCase(name, "x-ratelimit-remaining-tokens") &&
+             absl::SimpleAtoi(value, &whole)) {
+    limits.remaining_tokens = whole;
+  } else if (absl::EqualsIgnoreCase(name, "x-ratelimit-reset-requests") &&
+             absl::ParseDuration(value, &duration) &&
+             duration >= absl::ZeroDuration()) {
+    limits.reset_requests = duration;
+  } else if (absl::EqualsIgnoreCase(name, "x-ratelimit-reset-tokens") &&
+             absl::ParseDuration(value, &duration) &&
+             duration >= absl::ZeroDuration()) {
+    limits.reset_tokens = duration;
+  }
+}
 
 absl::StatusOr<std::unique_ptr<HttpClient>> HttpClient::Create(
     const Options& options, EventLoop& loop) {

@@ -27,6 +27,10 @@ typedef int curl_socket_t;
 
 namespace sdg {
 
+// Reads one header line of a reply into `response`: Retry-After and
+// retry-after-ms, and the x-ratelimit-* headers of hosted APIs.
+void ReadHeaderLine(absl::string_view line, HttpResponse& response);
+
 class HttpClient final : public HttpTransport, private EventLoop::Driver {
  public:
   struct Options {

@@ -43,6 +43,16 @@ struct HttpResponse {
   std::string body;
   // From Retry-After (seconds) or retry-after-ms, when the reply had one.
   std::optional<absl::Duration> retry_after;
+  // A hosted API's x-ratelimit-remaining-{requests,tokens} and
+  // x-ratelimit-reset-{requests,tokens} (OpenAI's: "1s", "6m0s", "20ms"),
+  // when the reply had them.
+  struct RateLimitHeaders {
+    std::optional<int64_t> remaining_requests;
+    std::optional<int64_t> remaining_tokens;
+    std::optional<absl::Duration> reset_requests;
+    std::optional<absl::Duration> reset_tokens;
+  };
+  RateLimitHeaders rate_limit;
   // From the start of the transfer to its end.
   absl::Duration elapsed;
 };

@@ -108,6 +108,25 @@ Metrics::Metrics()
                             "endpoint is failing and its calls wait "
                             "(--backend_outage_limit).")
                       .Register(*registry_)),
+      backend_rate_limited_(
+          BuildGauge()
+              .Name("sdg_backend_rate_limited")
+              .Help("1 while the backend's calls wait for its "
+                    "--backend_rate_limit budget (rate-limited, not slow).")
+              .Register(*registry_)),
+      backend_rate_limit_wait_seconds_total_(
+          BuildCounter()
+              .Name("sdg_backend_rate_limit_wait_seconds_total")
+              .Help("Time the backend's calls waited for its "
+                    "--backend_rate_limit budget.")
+              .Register(*registry_)),
+      backend_budget_available_(
+          BuildGauge()
+              .Name("sdg_backend_budget_available")
+              .Help("What is left of each --backend_rate_limit budget "
+                    "(requests, tokens, input_tokens, output_tokens); "
+                    "negative after a request larger than a second's worth.")
+              .Register(*registry_)),
       backend_retries_total_(BuildCounter()
                                  .Name("sdg_backend_retries_total")
                                  .Help("Backend requests retried, by reason.")
@@ -278,8 +297,23 @@ Metrics::BackendSeries::BackendSeries(Metrics& metrics,
           metrics.backend_concurrency_limit_.Add({{"backend", backend}})),
       endpoints_ejected_(
           metrics.backend_endpoints_ejected_.Add({{"backend", backend}})),
-      up_(metrics.backend_up_.Add({{"backend", backend}})) {
+      up_(metrics.backend_up_.Add({{"backend", backend}})),
+      rate_limited_(metrics.backend_rate_limited_.Add({{"backend", backend}})),
+      rate_limit_wait_seconds_(
+          metrics.backend_rate_limit_wait_seconds_total_.Add(
+              {{"backend", backend}})),
+      budget_available_(metrics.backend_budget_available_) {
   up_.Set(1);
+}
+
+void Metrics::BackendSeries::RateLimitWaitEnded(absl::Duration waited) {
+  rate_limit_wait_seconds_.Increment(absl::ToDoubleSeconds(waited));
+}
+
+void Metrics::BackendSeries::BudgetAvailable(const std::string& budget,
+                                             double available) {
+  budget_available_.Add({{"backend", backend_}, {"budget", budget}})
+      .Set(available);
 }
 
 void Metrics::BackendSeries::Request(const std::string& code,

@@ -80,6 +80,11 @@ class Metrics {
     // 0 while the backend is down (every endpoint failing), else 1.
     void Up(bool up) { up_.Set(up ? 1 : 0); }
     void Retry(const std::string& reason);
+    // --backend_rate_limit: calls wait for the budget (1) or not (0); a
+    // wait that ended; what is left of `budget` (requests, tokens, ...).
+    void RateLimited(bool waiting) { rate_limited_.Set(waiting ? 1 : 0); }
+    void RateLimitWaitEnded(absl::Duration waited);
+    void BudgetAvailable(const std::string& budget, double available);
 
    private:
     friend class Metrics;
@@ -93,6 +98,9 @@ class Metrics {
     prometheus::Gauge& concurrency_limit_;
     prometheus::Gauge& endpoints_ejected_;
     prometheus::Gauge& up_;
+    prometheus::Gauge& rate_limited_;
+    prometheus::Counter& rate_limit_wait_seconds_;
+    prometheus::Family<prometheus::Gauge>& budget_available_;
   };
   BackendSeries ForBackend(const std::string& backend, int endpoints);
   // The tokens a backend's replies reported for a job of `tenant` ("" when
@@ -119,6 +127,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& backend_endpoints_;
   prometheus::Family<prometheus::Gauge>& backend_endpoints_ejected_;
   prometheus::Family<prometheus::Gauge>& backend_up_;
+  prometheus::Family<prometheus::Gauge>& backend_rate_limited_;
+  prometheus::Family<prometheus::Counter>&
+      backend_rate_limit_wait_seconds_total_;
+  prometheus::Family<prometheus::Gauge>& backend_budget_available_;
   prometheus::Family<prometheus::Counter>& backend_retries_total_;
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;

@@ -342,6 +342,97 @@ TEST_F(EndToEndTest, AJobCountsTheTokensTheBackendReported) {
       60);
 }
 
+// A hosted API that allows 1,200 requests a minute, enforced over 5 s
+// windows (at most 100 requests in any burst), as llmsim --rpm does it.
+StackOptions RateLimitedApi(std::vector<std::string> sdgd_args) {
+  StackOptions options;
+  options.llmsim_args = {"--rpm=1200", "--rate_window_s=5"};
+  options.sdgd_args = std::move(sdgd_args);
+  return options;
+}
+
+// 150 one-row shards against it: without a budget sdgd runs into 429s (the
+// control below); with --backend_rate_limit it paces them, 20 a second
+// after a second's worth, and the API refuses none. Counted from llmsim's
+// own arrival times, not from a clock in the test.
+TEST_F(EndToEndTest, ARateLimitedBackendIsPacedWithinItsBudget) {
+  Start(RateLimitedApi({"--backend_rate_limit=sim=rpm:1200"}));
+  std::string in = WriteDataset(150);
+  CommandResult result = stack_->Sdgctl(
+      {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+       "--template={{question}}", "--batch_size=1", "--num_workers=32"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json stats = json::parse(stack_->LlmsimStats());
+  EXPECT_EQ(stats["requests"], 150);
+  EXPECT_FALSE(stats["by_status"].contains("429")) << stats.dump();
+  // 20 at once, then 20 a second: the last 130 took 6.5 s at least.
+  const std::vector<int64_t> arrivals = stats["arrivals_ms"];
+  ASSERT_EQ(arrivals.size(), 150u);
+  EXPECT_GE(arrivals.back() - arrivals.front(), 6400);
+  // In any second, at most a second's worth plus the burst.
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    size_t within = 0;
+    for (size_t j = i; j < arrivals.size() && arrivals[j] < arrivals[i] + 1000;
+         ++j) {
+      ++within;
+    }
+    EXPECT_LE(within, 41u) << "from the arrival at " << arrivals[i] << " ms";
+  }
+  auto scrape = HttpGet(stack_->metrics_url());
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_GT(MetricValue(
+                *scrape,
+                R"(sdg_backend_rate_limit_wait_seconds_total{backend="sim"})"),
+            0);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_backend_rate_limited{backend="sim"})"),
+            0);
+}
+
+// The control: the same job with no budget meets the API's 429s.
+TEST_F(EndToEndTest, WithoutABudgetARateLimitedBackendRefusesRequests) {
+  Start(RateLimitedApi({}));
+  std::string in = WriteDataset(150);
+  stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+                  "--template={{question}}", "--batch_size=1",
+                  "--num_workers=32"});
+  const json stats = json::parse(stack_->LlmsimStats());
+  ASSERT_TRUE(stats["by_status"].contains("429")) << stats.dump();
+  EXPECT_GT(stats["by_status"]["429"].get<int64_t>(), 0);
+}
+
+// Tokens a minute: 18,000 (300 a second), enforced by llmsim over 2 s
+// windows on each request's prompt and completion tokens. sdgd reserves
+// each request's tokens from its body before sending and settles them with
+// the reply's usage: the API refuses none, and the job's 1,350 tokens take
+// at least (1,350 - 300) / 300 = 3.5 s. Without the budget the same job is
+// refused.
+TEST_F(EndToEndTest, ATokensBudgetPacesTheJobByTheTokensUsed) {
+  for (const bool budget : {true, false}) {
+    StackOptions options;
+    options.llmsim_args = {"--tpm=18000", "--rate_window_s=2"};
+    if (budget) options.sdgd_args = {"--backend_rate_limit=tpm:18000"};
+    Start(options);
+    std::string in = WriteDataset(150);
+    CommandResult result = stack_->Sdgctl(
+        {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
+         "--template={{question}}", "--batch_size=1", "--num_workers=32"});
+    const json stats = json::parse(stack_->LlmsimStats());
+    if (!budget) {
+      EXPECT_TRUE(stats["by_status"].contains("429")) << stats.dump();
+      continue;
+    }
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_FALSE(stats["by_status"].contains("429")) << stats.dump();
+    // "What is item N?" and its echo "sim(0): What is item N?".
+    EXPECT_EQ(stats["prompt_tokens"].get<int64_t>() +
+                  stats["completion_tokens"].get<int64_t>(),
+              150 * 9);
+    const std::vector<int64_t> arrivals = stats["arrivals_ms"];
+    ASSERT_EQ(arrivals.size(), 150u);
+    EXPECT_GE(arrivals.back() - arrivals.front(), 3000);
+  }
+}
+
 TEST_F(EndToEndTest, JobsGetAndCancelCommands) {
   Start();
   std::string in = WriteDataset(2);

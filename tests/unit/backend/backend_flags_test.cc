@@ -71,6 +71,23 @@ TEST(BackendFlagsTest, ErrorsNameTheFlagAndTheReason) {
   flags.api_key_file = {"a=/no/such/key"};
   EXPECT_THAT(BackendsFromFlags(flags, NoEnv()).status().message(),
               HasSubstr("cannot read /no/such/key"));
+  flags.api_key_file = {};
+  flags.rate_limit = {"a=rpm:-1"};
+  EXPECT_EQ(BackendsFromFlags(flags, NoEnv()).status().message(),
+            "--backend_rate_limit \"a=rpm:-1\": \"rpm:-1\": the limit must be "
+            "a positive whole number");
+}
+
+TEST(BackendFlagsTest, RateLimitsApplyToTheBackendsNamed) {
+  BackendFlags flags;
+  flags.backend = {"hosted=https://api.example/v1", "local=http://h:1/v1"};
+  flags.rate_limit = {"hosted=rpm:500,tpm:200000"};
+  absl::StatusOr<std::vector<BackendOptions>> backends =
+      BackendsFromFlags(flags, NoEnv());
+  ASSERT_TRUE(backends.ok()) << backends.status();
+  EXPECT_EQ((*backends)[0].rate_limits.requests, 500);
+  EXPECT_EQ((*backends)[0].rate_limits.tokens, 200000);
+  EXPECT_FALSE((*backends)[1].rate_limits.any());
 }
 
 TEST(BackendFlagsTest, ApiKeyFromFileWinsOverEnvironment) {

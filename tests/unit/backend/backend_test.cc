@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/manual_timers.h"
 
 namespace sdg {
@@ -188,6 +189,155 @@ TEST_F(BackendTest, ACancelledCallCancelsItsRequestAndIsNotRetried) {
   EXPECT_EQ(reply_->status.code(), absl::StatusCode::kCancelled);
   EXPECT_THAT(transport_.timers_.ArmedDelays(), IsEmpty());
   EXPECT_EQ(transport_.pending(), 0u);
+}
+
+// A backend with --backend_rate_limit, its budget on a clock the test
+// moves by hand.
+class RateLimitedBackendTest : public ::testing::Test {
+ protected:
+  void Create(RateLimits limits) {
+    BackendOptions options;
+    options.name = "hosted";
+    options.base_urls = {"http://api.test/v1"};
+    options.batching = BatchingMode::kOff;
+    options.in_flight_mode = InFlightMode::kFixed;
+    options.max_in_flight = 16;
+    options.retry.max_attempts = 3;
+    options.rate_limits = limits;
+    options.budget_clock = [this] {
+      absl::MutexLock lock(&clock_mu_);
+      return now_;
+    };
+    backend_.emplace(std::move(options), transport_, metrics_);
+  }
+  ~RateLimitedBackendTest() override { backend_.reset(); }
+
+  void Post(std::string body = R"({"prompt":"q"})") {
+    backend_->Post("/completions", std::move(body),
+                   [this](BackendReply reply) { replies_.push_back(reply); });
+  }
+  void Advance(absl::Duration by) {
+    absl::MutexLock lock(&clock_mu_);
+    now_ += by;
+  }
+  double Metric(const std::string& series) {
+    return testing::MetricValue(metrics_.Serialize(), series);
+  }
+
+  absl::Mutex clock_mu_;
+  absl::Time now_ ABSL_GUARDED_BY(clock_mu_) = absl::FromUnixSeconds(1000);
+  Metrics metrics_;
+  FakeTransport transport_;
+  std::optional<Backend> backend_;
+  std::vector<BackendReply> replies_;
+};
+
+// 60 requests a minute: one goes, the others wait in order for the budget
+// (the backend says it is rate-limited); a timer armed for the refill
+// sends the next when it fires, not before.
+TEST_F(RateLimitedBackendTest, CallsWaitForTheRequestsBudgetAndGoInOrder) {
+  Create(RateLimits{.requests = 60});
+  Post(R"({"prompt":"first"})");
+  Post(R"({"prompt":"second"})");
+  Post(R"({"prompt":"third"})");
+  ASSERT_EQ(transport_.pending(), 1u);
+  EXPECT_EQ(transport_.Oldest().json_body, R"({"prompt":"first"})");
+  EXPECT_THAT(transport_.timers_.ArmedDelays(), ElementsAre(absl::Seconds(1)));
+  EXPECT_EQ(Metric(R"(sdg_backend_rate_limited{backend="hosted"})"), 1);
+
+  // Woken early (no time passed): nothing more goes, the timer is armed
+  // again.
+  transport_.timers_.FireAll();
+  EXPECT_EQ(transport_.pending(), 1u);
+  EXPECT_THAT(transport_.timers_.ArmedDelays(), ElementsAre(absl::Seconds(1)));
+
+  Advance(absl::Seconds(1));
+  transport_.timers_.FireAll();
+  ASSERT_EQ(transport_.pending(), 2u);
+  transport_.Answer(Reply(200));
+  EXPECT_EQ(transport_.Oldest().json_body, R"({"prompt":"second"})");
+  Advance(absl::Seconds(1));
+  transport_.timers_.FireAll();
+  ASSERT_EQ(transport_.pending(), 2u);
+  transport_.Answer(Reply(200));
+  transport_.Answer(Reply(200));
+  EXPECT_EQ(replies_.size(), 3u);
+  EXPECT_THAT(transport_.timers_.ArmedDelays(), IsEmpty());
+  // Two waits of one second each, over.
+  EXPECT_EQ(Metric(R"(sdg_backend_rate_limited{backend="hosted"})"), 0);
+  EXPECT_EQ(
+      Metric(R"(sdg_backend_rate_limit_wait_seconds_total{backend="hosted"})"),
+      2);
+}
+
+// A retry is a request too: a 429 retried after its backoff waits for the
+// budget like any call.
+TEST_F(RateLimitedBackendTest, ARetryWaitsForTheBudgetToo) {
+  Create(RateLimits{.requests = 60});
+  Post();
+  transport_.Answer(Reply(429));
+  // The backoff timer; when it fires the budget has no request left.
+  ASSERT_EQ(transport_.timers_.ArmedDelays().size(), 1u);
+  transport_.timers_.FireAll();
+  EXPECT_EQ(transport_.pending(), 0u);
+  EXPECT_THAT(transport_.timers_.ArmedDelays(), ElementsAre(absl::Seconds(1)));
+  Advance(absl::Seconds(1));
+  transport_.timers_.FireAll();
+  ASSERT_EQ(transport_.pending(), 1u);
+  transport_.Answer(Reply(200));
+  ASSERT_EQ(replies_.size(), 1u);
+  EXPECT_EQ(replies_[0].attempts, 2);
+}
+
+// Tokens: the body's estimate and its max_tokens are reserved before it is
+// sent, and the reply's usage settles them; a failed attempt gives its
+// tokens back.
+TEST_F(RateLimitedBackendTest, TokensAreReservedFromTheBodyAndSettledByUsage) {
+  Create(RateLimits{.tokens = 6000});                            // 100 a second
+  const std::string body = R"({"prompt":"q","max_tokens":40})";  // 31 bytes
+  Post(body);
+  ASSERT_EQ(transport_.pending(), 1u);
+  const std::string available =
+      R"(sdg_backend_budget_available{backend="hosted",budget="tokens"})";
+  EXPECT_EQ(Metric(available), 100 - 8 - 40);
+  transport_.Answer(Reply(
+      200,
+      R"({"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":12}})"));
+  EXPECT_EQ(Metric(available), 100 - 1 - 12);
+
+  Post(body);
+  EXPECT_EQ(Metric(available), 100 - 1 - 12 - 8 - 40);
+  transport_.Answer(Reply(500));  // a failed attempt used nothing
+  EXPECT_EQ(Metric(available), 100 - 1 - 12);
+  // Its retry reserves again.
+  transport_.timers_.FireAll();
+  ASSERT_EQ(transport_.pending(), 1u);
+  EXPECT_EQ(Metric(available), 100 - 1 - 12 - 8 - 40);
+  transport_.Answer(Reply(200, "{}"));  // no usage: taken as reserved
+  EXPECT_EQ(Metric(available), 100 - 1 - 12 - 8 - 40);
+  EXPECT_EQ(replies_.size(), 2u);
+}
+
+// No budget configured: a reply saying the API's requests are used up
+// (x-ratelimit-remaining-requests 0) holds the calls until its reset.
+TEST_F(RateLimitedBackendTest, AServerSayingItsLimitIsUsedUpHoldsTheCalls) {
+  Create(RateLimits{});
+  Post();
+  Post();
+  ASSERT_EQ(transport_.pending(), 2u);
+  HttpResponse used_up = Reply(200);
+  used_up.rate_limit.remaining_requests = 0;
+  used_up.rate_limit.reset_requests = absl::Seconds(2);
+  transport_.Answer(used_up);
+  transport_.Answer(Reply(200));
+  Post();
+  EXPECT_EQ(transport_.pending(), 0u);
+  EXPECT_THAT(transport_.timers_.ArmedDelays(), ElementsAre(absl::Seconds(2)));
+  Advance(absl::Seconds(2));
+  transport_.timers_.FireAll();
+  ASSERT_EQ(transport_.pending(), 1u);
+  transport_.Answer(Reply(200));
+  EXPECT_EQ(replies_.size(), 3u);
 }
 
 }  // namespace

@@ -232,5 +232,34 @@ TEST(OpenAiProtocolTest, NonJsonErrorBodyIsQuoted) {
             "backend returned HTTP 500: boom");
 }
 
+// A token budget's reservation: the whole body at 4 bytes a token (above
+// the prompt's own tokens), and the most it may generate.
+TEST(EstimateRequestTokensTest, ReservesTheBodyAndMaxTokensTimesNPerPrompt) {
+  const std::string batched =
+      R"({"prompt":["a b","c d","e f"],"max_tokens":16,"n":2})";
+  TokenCost cost = EstimateRequestTokens(batched);
+  EXPECT_EQ(cost.input, static_cast<int64_t>((batched.size() + 3) / 4));
+  EXPECT_EQ(cost.output, 16 * 2 * 3);
+  // Chat's newer name for the maximum; no n is one.
+  cost =
+      EstimateRequestTokens(R"({"messages":[{"role":"user","content":"hi"}],)"
+                            R"("max_completion_tokens":50})");
+  EXPECT_EQ(cost.output, 50);
+  // No maximum: nothing reserved for the output (the reply settles it).
+  EXPECT_EQ(EstimateRequestTokens(R"({"prompt":"q"})").output, 0);
+  EXPECT_EQ(EstimateRequestTokens("not json").input, 2);
+}
+
+TEST(ReplyUsageTest, ReadsTheUsageOrNothing) {
+  std::optional<TokenCost> usage = ReplyUsage(
+      R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":9,)"
+      R"("total_tokens":16}})");
+  ASSERT_TRUE(usage.has_value());
+  EXPECT_EQ(usage->input, 7);
+  EXPECT_EQ(usage->output, 9);
+  EXPECT_FALSE(ReplyUsage(R"({"choices":[]})").has_value());
+  EXPECT_FALSE(ReplyUsage("<html>").has_value());
+}
+
 }  // namespace
 }  // namespace sdg

@@ -16,6 +16,60 @@
 namespace sdg {
 namespace {
 
+TEST(ReadHeaderLineTest, ReadsRetryAfterAndAHostedApisRateLimitHeaders) {
+  HttpResponse response;
+  for (const char* line :
+       {"Retry-After: 3\r\n", "x-ratelimit-limit-requests: 500\r\n",
+        "x-ratelimit-remaining-requests: 0\r\n",
+        "X-RateLimit-Remaining-Tokens: 1234\r\n",
+        "x-ratelimit-reset-requests: 1.5s\r\n",
+        "x-ratelimit-reset-tokens: 6m0s\r\n", "HTTP/1.1 429 Too Many\r\n",
+        "x-ratelimit-reset-requests-bad: soon\r\n"}) {
+    ReadHeaderLine(line, response);
+  }
+  EXPECT_EQ(response.retry_after, absl::Seconds(3));
+  EXPECT_EQ(response.rate_limit.remaining_requests, 0);
+  EXPECT_EQ(response.rate_limit.remaining_tokens, 1234);
+  EXPECT_EQ(response.rate_limit.reset_requests, absl::Milliseconds(1500));
+  EXPECT_EQ(response.rate_limit.reset_tokens, absl::Minutes(6));
+
+  HttpResponse unreadable;
+  ReadHeaderLine("x-ratelimit-reset-tokens: soon\r\n", unreadable);
+  ReadHeaderLine("x-ratelimit-remaining-tokens: many\r\n", unreadable);
+  EXPECT_FALSE(unreadable.rate_limit.reset_tokens.has_value());
+  EXPECT_FALSE(unreadable.rate_limit.remaining_tokens.has_value());
+}
+
+// Against llmsim --rpm: its replies carry the headers, through curl.
+TEST(ReadHeaderLineTest, LlmsimsRateLimitHeadersArriveThroughTheClient) {
+  llmsim::SimServer::Options options;
+  // A bucket of 2 requests, refilled by one a minute: the third is
+  // refused however slowly the three are sent.
+  options.rpm = 1;
+  options.rate_window_s = 120;
+  testing::SimThread sim(options);
+  std::unique_ptr<EventLoop> loop = *EventLoop::Create();
+  std::unique_ptr<HttpClient> http = *HttpClient::Create({}, *loop);
+  std::vector<HttpResponse> responses;
+  for (int i = 0; i < 3; ++i) {
+    absl::Notification done;
+    HttpRequest request;
+    request.url = sim.url() + "/completions";
+    request.json_body = R"({"model":"m","prompt":"q"})";
+    http->Start(std::move(request), [&](HttpResponse reply) {
+      responses.push_back(std::move(reply));
+      done.Notify();
+    });
+    done.WaitForNotification();
+  }
+  EXPECT_EQ(responses[0].http_code, 200);
+  EXPECT_EQ(responses[0].rate_limit.remaining_requests, 1);
+  EXPECT_EQ(responses[1].rate_limit.remaining_requests, 0);
+  EXPECT_EQ(responses[2].http_code, 429);
+  ASSERT_TRUE(responses[2].rate_limit.reset_requests.has_value());
+  EXPECT_GT(*responses[2].rate_limit.reset_requests, absl::ZeroDuration());
+}
+
 TEST(HttpClientErrorsTest, AFailedConnectionReadsTheSameEveryTime) {
   // curl says "... port 1 after N ms: ..."; N varies from one attempt to the
   // next, and rows that failed alike must carry one message.
