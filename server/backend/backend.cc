@@ -328,8 +328,8 @@ bool Backend::BudgetAllows(const Call& call) {
   // runs Dispatch, which arms the next if the budget is still short. The
   // id is recorded before the callback can take mu_.
   if (budget_timer_ == 0) {
-    budget_timer_ =
-        http_.timers().RunAfter(ready - now, [this] { OnBudgetTimer(); });
+    budget_timer_ = http_.timers().RunAfter(
+        ready - now, [this] { OnDispatchTimer(&Backend::budget_timer_); });
   }
   return false;
 }
@@ -385,11 +385,11 @@ void Backend::ReportBudget(absl::Time now) {
   }
 }
 
-void Backend::OnBudgetTimer() {
+void Backend::OnDispatchTimer(TimerService::TimerId Backend::*timer) {
   Completions completions;
   {
     absl::MutexLock lock(&mu_);
-    budget_timer_ = 0;
+    this->*timer = 0;
     Dispatch(completions);
   }
   RunCompletions(completions);
@@ -677,19 +677,9 @@ void Backend::ScheduleProbe(absl::Time at) {
   // runs Dispatch, which schedules the next if nothing is due yet.
   if (probe_timer_ != 0) return;
   // The id is recorded before the callback can take mu_.
-  probe_timer_ =
-      http_.timers().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
-                              [this] { OnProbeTimer(); });
-}
-
-void Backend::OnProbeTimer() {
-  Completions completions;
-  {
-    absl::MutexLock lock(&mu_);
-    probe_timer_ = 0;
-    Dispatch(completions);
-  }
-  RunCompletions(completions);
+  probe_timer_ = http_.timers().RunAfter(
+      std::max(at - absl::Now(), absl::ZeroDuration()),
+      [this] { OnDispatchTimer(&Backend::probe_timer_); });
 }
 
 absl::Status Backend::OutageError() const {

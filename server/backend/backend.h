@@ -200,11 +200,13 @@ class Backend {
   void SettleBudget(Call& call, const HttpResponse& response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportBudget(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A timer that wakes the dispatch (the probe's, the budget's) fired:
+  // clears it (its id, `timer`) and dispatches.
+  void OnDispatchTimer(TimerService::TimerId Backend::*timer);
   // A reply's x-ratelimit-* headers saying a limit is used up hold every
   // call until its reset, with or without --backend_rate_limit.
   void FollowServerLimits(const HttpResponse& response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnBudgetTimer();
   void Send(CallId id, int endpoint) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnResponse(CallId id, HttpResponse response);
   void OnEndpointChange(int endpoint, EndpointPool::Change change)
@@ -229,7 +231,6 @@ class Backend {
   // once the outage passed its limit, and sends one probe when it is due.
   void DispatchWhileDown(Completions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleProbe(absl::Time at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnProbeTimer();
   absl::Status OutageError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void RunCompletions(Completions& completions);
 

@@ -33,6 +33,21 @@ class PipelineTest : public StackTest {
   }
   std::string Out() const { return stack_->dir() + "/out.jsonl"; }
 
+  // Every event of the job, replayed by a plain gRPC client's WatchJob.
+  std::vector<v1::JobEvent> WatchAll(const std::string& job_id) {
+    auto stub = v1::GenerationService::NewStub(grpc::CreateChannel(
+        stack_->address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    auto reader = stub->WatchJob(&context, request);
+    std::vector<v1::JobEvent> events;
+    for (v1::JobEvent event; reader->Read(&event);) events.push_back(event);
+    grpc::Status status = reader->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return events;
+  }
+
   // pipeline.yaml in the stack's directory: an LLM step "ask" writes a
   // question about each row's topic, a step "judge" (its config followed
   // by `judge_extra`) a verdict on it.
@@ -96,15 +111,9 @@ TEST_F(PipelineTest, AWatcherSeesShardsNamedByStageAndIndexOnly) {
        "--job_id=staged", "--batch_size=1"});
   ASSERT_EQ(result.exit_code, 0) << result.err;
 
-  auto stub = v1::GenerationService::NewStub(grpc::CreateChannel(
-      stack_->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  v1::WatchJobRequest request;
-  request.set_job_id("staged");
-  auto reader = stub->WatchJob(&context, request);
   std::set<int64_t> result_shards;
   int events = 0;
-  for (v1::JobEvent event; reader->Read(&event);) {
+  for (const v1::JobEvent& event : WatchAll("staged")) {
     ++events;
     EXPECT_TRUE(event.GetReflection()->GetUnknownFields(event).empty())
         << event.DebugString();
@@ -113,7 +122,6 @@ TEST_F(PipelineTest, AWatcherSeesShardsNamedByStageAndIndexOnly) {
     EXPECT_EQ(event.shard_result().stage(), 1);
     result_shards.insert(event.shard_result().shard_index());
   }
-  ASSERT_TRUE(reader->Finish().ok());
   EXPECT_GT(events, 0);
   // One shard per row of the second stage's input, numbered 0, 1, ...
   ASSERT_FALSE(result_shards.empty());
@@ -134,17 +142,10 @@ TEST_F(PipelineTest, AJobsTokensAreCountedPerStepAndInAll) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const json stats = json::parse(stack_->LlmsimStats());
 
-  auto stub = v1::GenerationService::NewStub(grpc::CreateChannel(
-      stack_->address(), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  v1::WatchJobRequest request;
-  request.set_job_id("tokens");
-  auto reader = stub->WatchJob(&context, request);
   v1::JobFinished finished;
-  for (v1::JobEvent event; reader->Read(&event);) {
+  for (const v1::JobEvent& event : WatchAll("tokens")) {
     if (event.has_finished()) finished = event.finished();
   }
-  ASSERT_TRUE(reader->Finish().ok());
   ASSERT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_GT(finished.usage().prompt_tokens(), 0);
   EXPECT_EQ(finished.usage().prompt_tokens(), stats["prompt_tokens"]);
@@ -167,11 +168,13 @@ TEST_F(PipelineTest, AJobsTokensAreCountedPerStepAndInAll) {
   EXPECT_EQ(prompt, finished.usage().prompt_tokens());
   EXPECT_EQ(completion, finished.usage().completion_tokens());
 
-  grpc::ClientContext get_context;
+  auto stub = v1::GenerationService::NewStub(grpc::CreateChannel(
+      stack_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
   v1::GetJobRequest get;
   get.set_job_id("tokens");
   v1::Job job;
-  ASSERT_TRUE(stub->GetJob(&get_context, get, &job).ok());
+  ASSERT_TRUE(stub->GetJob(&context, get, &job).ok());
   EXPECT_EQ(job.usage().SerializeAsString(),
             finished.usage().SerializeAsString());
 }
