@@ -388,10 +388,16 @@ TEST_F(EndToEndTest, ARateLimitedBackendIsPacedWithinItsBudget) {
             0);
 }
 
-// The control: the same job with no budget meets the API's 429s.
+// The control: such a job with no budget meets the API's 429s. (300
+// requests: unpaced, they meet a 429 unless sdgd sends fewer than 30 a
+// second.)
 TEST_F(EndToEndTest, WithoutABudgetARateLimitedBackendRefusesRequests) {
-  Start(RateLimitedApi({}));
-  std::string in = WriteDataset(150);
+  // One attempt a request: the 429s fail their rows at once, not retried;
+  // and no x-ratelimit headers, which sdgd would follow.
+  StackOptions options = RateLimitedApi({"--backend_max_attempts=1"});
+  options.llmsim_args.push_back("--rate_limit_headers=false");
+  Start(options);
+  std::string in = WriteDataset(300);
   stack_->Sdgctl({"generate", "--input=" + in, "--output=" + Out(), "--model=m",
                   "--template={{question}}", "--batch_size=1",
                   "--num_workers=32"});
@@ -409,10 +415,18 @@ TEST_F(EndToEndTest, WithoutABudgetARateLimitedBackendRefusesRequests) {
 TEST_F(EndToEndTest, ATokensBudgetPacesTheJobByTheTokensUsed) {
   for (const bool budget : {true, false}) {
     StackOptions options;
-    options.llmsim_args = {"--tpm=18000", "--rate_window_s=2"};
-    if (budget) options.sdgd_args = {"--backend_rate_limit=tpm:18000"};
+    // (The control's llmsim sends no x-ratelimit headers: sdgd would
+    // follow them.)
+    options.llmsim_args = {
+        "--tpm=18000", "--rate_window_s=2",
+        std::string("--rate_limit_headers=") + (budget ? "true" : "false")};
+    // The control makes one attempt a request: its 429s are not retried.
+    options.sdgd_args = {budget ? "--backend_rate_limit=tpm:18000"
+                                : "--backend_max_attempts=1"};
     Start(options);
-    std::string in = WriteDataset(150);
+    // The control has twice the rows: unpaced, they meet a 429 unless sdgd
+    // sends fewer than 43 requests a second.
+    std::string in = WriteDataset(budget ? 150 : 300);
     CommandResult result = stack_->Sdgctl(
         {"generate", "--input=" + in, "--output=" + Out(), "--model=m",
          "--template={{question}}", "--batch_size=1", "--num_workers=32"});

@@ -48,6 +48,8 @@ ABSL_FLAG(int64_t, tpm, 0,
 ABSL_FLAG(int, rate_window_s, 60,
           "--rpm and --tpm hold this many seconds of their limit: a burst of "
           "more is refused even within the minute's total");
+ABSL_FLAG(bool, rate_limit_headers, true,
+          "send x-ratelimit-* headers with --rpm and --tpm");
 ABSL_FLAG(double, hang_rate, 0, "share of requests never answered");
 ABSL_FLAG(double, reset_rate, 0,
           "share of requests whose connection closes mid-response");
@@ -104,6 +106,7 @@ int main(int argc, char** argv) {
   options.rpm = absl::GetFlag(FLAGS_rpm);
   options.tpm = absl::GetFlag(FLAGS_tpm);
   options.rate_window_s = absl::GetFlag(FLAGS_rate_window_s);
+  options.rate_limit_headers = absl::GetFlag(FLAGS_rate_limit_headers);
   options.fault_seed = absl::GetFlag(FLAGS_fault_seed);
   options.fault_script = absl::GetFlag(FLAGS_fault_script);
   options.replies_file = absl::GetFlag(FLAGS_replies);

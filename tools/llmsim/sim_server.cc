@@ -199,7 +199,7 @@ bool SimServer::AdmitByRateLimits(evhttp_request* request,
   }
   evkeyvalq* headers = evhttp_request_get_output_headers(request);
   for (const Limit& limit : limits) {
-    if (limit.limit <= 0) continue;
+    if (limit.limit <= 0 || !options_.rate_limit_headers) continue;
     const RateBucket& bucket = *limit.bucket;
     // OpenAI's reset: how long until the bucket is full again, e.g. "1.5s".
     const double reset_s = (bucket.capacity - bucket.level) / bucket.per_second;

@@ -75,6 +75,9 @@ class SimServer {
     int64_t rpm = 0;
     int64_t tpm = 0;
     int rate_window_s = 60;
+    // false: no x-ratelimit-* headers (a server that enforces limits
+    // without saying where it stands).
+    bool rate_limit_headers = true;
 
     // Faults: one draw per generation request decides at most one.
     double fail_rate = 0;  // answer fail_code at once
