@@ -91,6 +91,9 @@ absl::StatusOr<std::shared_ptr<JobStore>> OpenStore(
     lease.on_standby = std::move(on_standby);
     lease.on_heartbeat = std::move(on_heartbeat);
     store_options.replica_lease = std::move(lease);
+    // A replica started before its database, or a standby that loses it,
+    // waits for it (not ready) rather than exiting into a crash loop.
+    store_options.wait_for_database = true;
     absl::StatusOr<std::unique_ptr<PostgresJobStore>> store =
         PostgresJobStore::Open(std::move(store_options));
     if (!store.ok()) return store.status();
@@ -159,7 +162,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   if (!store.ok()) return store.status();
   server->store_ = *std::move(store);
   server->metrics_.ReplicaActive(true);
-  server->metrics_server_->SetReady(true);
 
   absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =
       Authenticator::Create(opts.auth, server->metrics_);
@@ -199,6 +201,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       [jobs = server->jobs_.get()] { jobs->RemoveExpired(); });
 
   SDG_RETURN_IF_ERROR(server->StartGrpc(*std::move(credentials)));
+  // Ready once it serves: not while it waits for its database, as a
+  // standby, or while it resumes the stored jobs.
+  server->metrics_server_->SetReady(true);
   return server;
 }
 

@@ -1,8 +1,9 @@
 // Serves the Prometheus scrape (GET /metrics) over HTTP from one libevent
 // loop on its own thread. (prometheus-cpp's civetweb exposer needs up to 2 s
 // to stop, which every shutdown would pay.) Also GET /healthz (200 while the
-// process runs) and /readyz (200 until shutdown starts, then 503; 503 too
-// while the job store cannot commit): the
+// process runs) and /readyz (200 from the moment the server serves until
+// shutdown starts; 503 before, as while it waits for its database or as a
+// standby, after, and while the job store cannot commit): the
 // kubelet's probes, which cannot speak TLS to the gRPC port's health
 // service. Nothing here is a tenant's or a job's.
 #ifndef SDG_SERVER_OBSERVABILITY_METRICS_SERVER_H_
@@ -34,7 +35,8 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   int port() const { return port_; }
-  // /readyz answers 503 once this is false.
+  // /readyz answers 503 until this is true (the server has started), and
+  // again once it is false (shutdown).
   void SetReady(bool ready) { ready_.store(ready); }
   // /readyz answers 503 while this is false (the job store cannot commit).
   void SetStoreUp(bool up) { store_up_.store(up); }
@@ -47,7 +49,7 @@ class MetricsServer {
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
   int port_ = 0;
-  std::atomic<bool> ready_{true};
+  std::atomic<bool> ready_{false};
   std::atomic<bool> store_up_{true};
   std::thread thread_;
 };

@@ -179,10 +179,19 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   }
   if (PQstatus(conn) != CONNECTION_OK) {
     // The message names the host and the reason, never the password.
-    absl::Status error = absl::UnavailableError(absl::StrCat(
-        "PostgreSQL: cannot connect: ", CleanMessage(PQerrorMessage(conn))));
+    const std::string message = CleanMessage(PQerrorMessage(conn));
     PQfinish(conn);
-    return error;
+    // The server answered and refused these credentials or this database:
+    // asking again will not help. Anything else (no answer, a server
+    // starting or shutting down, too many connections) may pass.
+    const bool refused = absl::StrContains(message, "authentication failed") ||
+                         absl::StrContains(message, "no pg_hba.conf entry") ||
+                         (absl::StrContains(message, "FATAL") &&
+                          absl::StrContains(message, "does not exist"));
+    const std::string text =
+        absl::StrCat("PostgreSQL: cannot connect: ", message);
+    return refused ? absl::PermissionDeniedError(text)
+                   : absl::UnavailableError(text);
   }
   // Notices ("relation already exists, skipping") are not errors; libpq
   // would print them on stderr.

@@ -83,6 +83,9 @@ class Result {
 class Connection {
  public:
   // Connects with `conninfo` (a postgresql:// URL or key=value pairs).
+  // PERMISSION_DENIED when the server refused the credentials or has no
+  // such role or database; UNAVAILABLE when it could not be reached (or was
+  // starting, shutting down, full).
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
       const std::string& conninfo);
   Connection(const Connection&) = delete;

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "base/logging.h"
 #include "base/status_macros.h"
 #include "server/store/postgres_schema.h"
@@ -409,6 +410,39 @@ JobRecord RecordFrom(const pg::Result& rows, int i) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
+    Options options) {
+  absl::Notification never;
+  const absl::Notification& stop =
+      options.replica_lease.has_value() &&
+              options.replica_lease->stop_waiting != nullptr
+          ? *options.replica_lease->stop_waiting
+          : never;
+  absl::Duration backoff = absl::Milliseconds(500);
+  std::string last_error;
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<PostgresJobStore>> store = OpenOnce(options);
+    // (Back, it says "PostgreSQL store open" as at any start.)
+    if (store.ok() || !options.wait_for_database ||
+        !absl::IsUnavailable(store.status())) {
+      return store;
+    }
+    const std::string error(store.status().message());
+    if (error != last_error) {
+      Log(LogLevel::kWarning,
+          "waiting for PostgreSQL: it cannot be reached; trying again until "
+          "it answers (not ready meanwhile)",
+          {{"error", error}, {"retry_s", absl::ToDoubleSeconds(backoff)}});
+      last_error = error;
+    }
+    if (stop.WaitForNotificationWithTimeout(backoff)) {
+      return absl::CancelledError(
+          absl::StrCat("stopped while waiting for PostgreSQL (", error, ")"));
+    }
+    backoff = std::min(backoff * 2, absl::Seconds(10));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::OpenOnce(
     Options options) {
   SDG_RETURN_IF_ERROR(pg::CheckConninfo(options.conninfo));
   auto pool = std::make_shared<pg::Pool>(options.conninfo, options.pool_size);

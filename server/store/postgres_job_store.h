@@ -40,8 +40,15 @@ class PostgresJobStore final : public JobStore {
     // lease (waiting as a standby), and writes are fenced by it. Without
     // it, the caller promises that no other store writes the database.
     std::optional<ReplicaLease::Options> replica_lease;
+    // Wait for a database out of reach (at the start, or lost while a
+    // standby) instead of failing: Open tries again after 0.5 s, doubling
+    // to 10 s, saying so in the log, until the database answers or
+    // `stop_waiting` (the replica lease's) is notified. A refusal
+    // (credentials, no such database) still fails at once.
+    bool wait_for_database = false;
   };
-  // Connects, migrates the schema and starts the committer.
+  // Connects, migrates the schema, takes the replica lease if asked and
+  // starts the committer.
   static absl::StatusOr<std::unique_ptr<PostgresJobStore>> Open(
       Options options);
 
@@ -78,6 +85,10 @@ class PostgresJobStore final : public JobStore {
   const ReplicaLease* lease() const { return lease_.get(); }
 
  private:
+  // One attempt at Open.
+  static absl::StatusOr<std::unique_ptr<PostgresJobStore>> OpenOnce(
+      Options options);
+
   PostgresJobStore(std::shared_ptr<pg::Pool> pool,
                    std::unique_ptr<ReplicaLease> lease,
                    std::unique_ptr<PostgresCommitter> committer,

@@ -134,7 +134,7 @@ absl::Status Stack::AwaitInLastLog(absl::string_view text,
       absl::StrCat(failure, "; its log:\n", ReadFile(log)));
 }
 
-absl::StatusOr<std::string> Stack::StartStandby() {
+absl::StatusOr<std::string> Stack::StartStandby(absl::string_view awaited) {
   KeepTheSdgdPort();
   // The standby's metrics port is chosen here: it says which only once it
   // is active.
@@ -148,9 +148,8 @@ absl::StatusOr<std::string> Stack::StartStandby() {
   absl::StatusOr<std::unique_ptr<Subprocess>> standby = StartSdgdProcess(argv);
   if (!standby.ok()) return standby.status();
   standby_ = *std::move(standby);
-  if (absl::Status waiting =
-          AwaitInLastLog("\"msg\":\"standby: another replica",
-                         "the second sdgd never said it waits as a standby");
+  if (absl::Status waiting = AwaitInLastLog(
+          awaited, absl::StrCat("the second sdgd never logged ", awaited));
       !waiting.ok()) {
     return waiting;
   }

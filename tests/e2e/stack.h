@@ -51,9 +51,15 @@ class Stack {
       int signal_number, std::function<void()> while_stopped = nullptr);
 
   // With the PostgreSQL store: starts a second sdgd on the same flags (its
-  // own metrics port) and returns once it says it waits as a standby for
-  // the replica lease. Returns the base URL of its probes and /metrics.
-  absl::StatusOr<std::string> StartStandby();
+  // own metrics port) and returns once it logs `awaited` (by default, that
+  // it waits as a standby for the replica lease). Returns the base URL of
+  // its probes and /metrics.
+  absl::StatusOr<std::string> StartStandby(
+      absl::string_view awaited = "\"msg\":\"standby: another replica");
+  // Waits until the last sdgd started logs `text`; else `failure` and that
+  // log.
+  absl::Status AwaitInLastLog(absl::string_view text,
+                              absl::string_view failure) const;
   // After StartStandby: pauses the standby (SIGSTOP), sends the active sdgd
   // `signal_number`, waits for it to exit, runs `while_stopped`, and lets
   // the standby go on (SIGCONT) until it has taken the lease and listens on
@@ -85,10 +91,6 @@ class Stack {
   absl::StatusOr<std::unique_ptr<Subprocess>> StartSdgdProcess(
       const std::vector<std::string>& argv);
   absl::Status AwaitSdgdListening();
-  // Waits until the last sdgd started logs `text`; else `failure` and that
-  // log.
-  absl::Status AwaitInLastLog(absl::string_view text,
-                              absl::string_view failure) const;
   // A restarted sdgd or a standby listens on the port the first one took.
   void KeepTheSdgdPort();
   absl::Status StartLlmsim();

@@ -143,5 +143,54 @@ TEST_F(StoreOutageTest, AJobPausesWhileTheDatabaseIsDownAndGoesOnWhenItIsBack) {
   ExpectEveryRowOnce();
 }
 
+// A replica started while its database is down, and a standby that loses
+// it, wait for it instead of exiting (a crash loop on Kubernetes, which
+// backs off for minutes): alive, not ready, saying why, and back to
+// waiting for the replica lease once the database answers.
+TEST_F(StoreOutageTest, AReplicaWaitsForItsDatabaseInsteadOfExiting) {
+  auto postgres = TestPostgres::StartPrivate();
+  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  ASSERT_TRUE((*postgres)->Database("waiting").ok());
+  const std::string url_file = MakeTempDir() + "/store_url";
+  WriteFile(url_file, (*postgres)->Url("waiting") + "\n");
+  StackOptions options;
+  // The active replica keeps its lease across the pauses below.
+  options.sdgd_args = {"--store_url_file=" + url_file, "--replica_lease=60s"};
+  Start(options);
+
+  ASSERT_TRUE((*postgres)->Pause().ok());
+  absl::StatusOr<std::string> second =
+      stack_->StartStandby("\"msg\":\"waiting for PostgreSQL");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(HttpGet(*second + "/healthz").value_or("error"), "ok\n");
+  EXPECT_THAT(HttpGet(*second + "/readyz").status().message(),
+              HasSubstr("HTTP 503"));
+  ASSERT_TRUE((*postgres)->Resume().ok());
+  ASSERT_TRUE(stack_
+                  ->AwaitInLastLog("\"msg\":\"standby: another replica",
+                                   "the second sdgd never became a standby")
+                  .ok());
+
+  // Lost while it waits as a standby: it waits for the database again.
+  auto count = [&](const char* text) {
+    const std::string log = stack_->SdgdLog();
+    int found = 0;
+    for (size_t at = log.find(text); at != std::string::npos;
+         at = log.find(text, at + 1)) {
+      ++found;
+    }
+    return found;
+  };
+  ASSERT_TRUE((*postgres)->Pause().ok());
+  ASSERT_TRUE(Eventually([&] {
+    return count("\"msg\":\"waiting for PostgreSQL") >= 2;
+  })) << stack_->SdgdLog();
+  ASSERT_TRUE((*postgres)->Resume().ok());
+  ASSERT_TRUE(Eventually([&] {
+    return count("\"msg\":\"standby: another replica") >= 2;
+  })) << stack_->SdgdLog();
+  EXPECT_EQ(HttpGet(*second + "/healthz").value_or("error"), "ok\n");
+}
+
 }  // namespace
 }  // namespace sdg::testing

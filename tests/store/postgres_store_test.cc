@@ -493,9 +493,42 @@ TEST_F(PostgresStoreTest, AWrongPasswordIsRefusedWithoutShowingIt) {
       OpenStore(absl::StrCat(postgres_.Conninfo(database_, false),
                              " password=", wrong))
           .status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  // Refused, not out of reach: asking again would not help.
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(refused.message(), HasSubstr("password authentication failed"));
   EXPECT_THAT(refused.message(), Not(HasSubstr(wrong)));
+
+  // A store that waits for its database does not wait for this.
+  PostgresJobStore::Options options;
+  options.conninfo =
+      absl::StrCat(postgres_.Conninfo(database_, false), " password=", wrong);
+  options.wait_for_database = true;
+  EXPECT_EQ(PostgresJobStore::Open(std::move(options)).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+// A replica whose database is down waits for it, and SIGTERM (the replica
+// lease's stop_waiting) ends the wait: CANCELLED, not a crash.
+TEST(PostgresWaitTest, AWaitForTheDatabaseEndsWhenTheReplicaStops) {
+  auto postgres = testing::TestPostgres::StartPrivate();
+  ASSERT_TRUE(postgres.ok()) << postgres.status();
+  absl::StatusOr<std::string> conninfo = (*postgres)->Database("waiting");
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status();
+  ASSERT_TRUE((*postgres)->Pause().ok());
+  absl::Notification stop;
+  PostgresJobStore::Options options;
+  options.conninfo = *conninfo;
+  options.wait_for_database = true;
+  options.replica_lease.emplace();
+  options.replica_lease->stop_waiting = &stop;
+  absl::Status opened;
+  std::thread opening(
+      [&] { opened = PostgresJobStore::Open(std::move(options)).status(); });
+  stop.Notify();
+  opening.join();
+  EXPECT_EQ(opened.code(), absl::StatusCode::kCancelled) << opened;
+  EXPECT_THAT(opened.message(),
+              HasSubstr("stopped while waiting for PostgreSQL"));
 }
 
 TEST_F(PostgresStoreTest, NoServerOnThePortIsUnavailableNamingIt) {
