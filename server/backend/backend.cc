@@ -229,19 +229,20 @@ absl::StatusOr<bool> Backend::WaitForBatchingDecision(
 
 Backend::CallId Backend::Post(absl::string_view path, std::string json_body,
                               Done done, int samples) {
+  Call call;
+  call.path = std::string(path);
+  call.body = std::move(json_body);
+  call.done = std::move(done);
+  call.samples = samples;
+  // Parsed before the lock is taken: posts do not wait on each other's.
+  if (options_.rate_limits.limits_tokens()) {
+    call.cost = EstimateRequestTokens(call.body);
+  }
   Completions completions;
   CallId id;
   {
     absl::MutexLock lock(&mu_);
     id = next_id_++;
-    Call call;
-    call.path = std::string(path);
-    call.body = std::move(json_body);
-    call.done = std::move(done);
-    call.samples = samples;
-    if (budget_ != nullptr && options_.rate_limits.limits_tokens()) {
-      call.cost = EstimateRequestTokens(call.body);
-    }
     calls_.emplace(id, std::move(call));
     queued_.push_back(id);
     Dispatch(completions);
