@@ -46,6 +46,9 @@ struct KillPoint {
   // A second sdgd already waits as a standby and takes the job over (with
   // the PostgreSQL store), instead of the stopped one being started again.
   bool standby = false;
+  // The standby listens on a port of its own, and sdgctl is given both
+  // addresses as one target (ipv4:A,B), as compose's two replicas are.
+  bool standby_own_port = false;
 };
 
 // llmsim answers the first requests of the job and never the last four
@@ -163,8 +166,14 @@ TEST_P(DurabilityTest, GenerateOutlivesTheServer) {
   }
   Start(options);
   if (point.standby) {
-    absl::StatusOr<std::string> standby = stack_->StartStandby();
+    absl::StatusOr<std::string> standby =
+        stack_->StartStandby(kStandbyWaits, point.standby_own_port);
     ASSERT_TRUE(standby.ok()) << standby.status();
+    if (point.standby_own_port) {
+      // sdgctl below is given both replicas: after the kill, the only one
+      // that listens is the standby, on its own port.
+      EXPECT_THAT(stack_->address(), ::testing::StartsWith("ipv4:"));
+    }
     // A standby is alive, not ready (a Service sends it nothing), and says
     // it is not the active replica.
     EXPECT_EQ(HttpGet(*standby + "/healthz").value_or("error"), "ok\n");
@@ -311,7 +320,11 @@ INSTANTIATE_TEST_SUITE_P(
                       // Frozen (or cut off) past its 1 s lease: the standby
                       // takes over, and the old replica, woken, is fenced.
                       KillPoint{"FreezePastTheLease", SIGSTOP, kRows / 2, false,
-                                false, true, true}),
+                                false, true, true},
+                      // The standby on its own port: sdgctl, given both,
+                      // reconnects to the one that listens now.
+                      KillPoint{"KillMidJobWithTheStandbyOnItsOwnPort", SIGKILL,
+                                kRows / 2, false, false, true, true, true}),
     [](const auto& info) { return info.param.name; });
 
 TEST(StateDirTest, AStateDirThatCannotBeUsedStopsTheStartAndIsNamed) {

@@ -134,15 +134,27 @@ absl::Status Stack::AwaitInLastLog(absl::string_view text,
       absl::StrCat(failure, "; its log:\n", ReadFile(log)));
 }
 
-absl::StatusOr<std::string> Stack::StartStandby(absl::string_view awaited) {
+std::string Stack::address() const {
+  if (standby_port_ == 0 || standby_port_ == port_) {
+    return "127.0.0.1:" + std::to_string(port_);
+  }
+  return absl::StrCat("ipv4:127.0.0.1:", port_, ",127.0.0.1:", standby_port_);
+}
+
+absl::StatusOr<std::string> Stack::StartStandby(absl::string_view awaited,
+                                                bool own_port) {
   KeepTheSdgdPort();
   // The standby's metrics port is chosen here: it says which only once it
   // is active.
   const int metrics_port = FreeLoopbackPort();
   std::vector<std::string> argv = sdgd_argv_;
+  if (own_port) standby_port_ = FreeLoopbackPort();
   for (std::string& arg : argv) {
     if (absl::StartsWith(arg, "--metrics_listen=")) {
       arg = absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port);
+    }
+    if (own_port && absl::StartsWith(arg, "--listen=")) {
+      arg = absl::StrCat("--listen=127.0.0.1:", standby_port_);
     }
   }
   absl::StatusOr<std::unique_ptr<Subprocess>> standby = StartSdgdProcess(argv);

@@ -28,12 +28,19 @@ struct StackOptions {
   bool llmsim_starts_late = false;
 };
 
+// What a second sdgd logs once it waits as a standby for the replica lease.
+inline constexpr absl::string_view kStandbyWaits =
+    "\"msg\":\"standby: another replica";
+
 class Stack {
  public:
   static absl::StatusOr<std::unique_ptr<Stack>> Start(
       const StackOptions& options);
 
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  // The gRPC target of sdgd: its address, or with a standby on a port of
+  // its own both, as one target ("ipv4:127.0.0.1:A,127.0.0.1:B"): a client
+  // connects to the one that listens.
+  std::string address() const;
   std::string metrics_url() const;
   std::string llmsim_url() const;  // without /v1
   const std::string& dir() const { return dir_; }
@@ -54,8 +61,11 @@ class Stack {
   // own metrics port) and returns once it logs `awaited` (by default, that
   // it waits as a standby for the replica lease). Returns the base URL of
   // its probes and /metrics.
+  // With `own_port`, the standby listens on a port of its own once it takes
+  // over, and address() names both (a compose file's two replicas);
+  // otherwise on the port of the sdgd it replaces (a Service in front).
   absl::StatusOr<std::string> StartStandby(
-      absl::string_view awaited = "\"msg\":\"standby: another replica");
+      absl::string_view awaited = kStandbyWaits, bool own_port = false);
   // Waits until the last sdgd started logs `text`; else `failure` and that
   // log.
   absl::Status AwaitInLastLog(absl::string_view text,
@@ -106,6 +116,7 @@ class Stack {
   std::vector<std::string> sdgd_argv_;
   std::vector<std::string> sdgd_logs_;  // one per start, oldest first
   int port_ = 0;
+  int standby_port_ = 0;  // StartStandby's own port, if it was given one
   int metrics_port_ = 0;
   int llmsim_port_ = 0;
 };
