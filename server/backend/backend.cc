@@ -309,6 +309,7 @@ bool Backend::BudgetAllows(const Call& call) {
     return true;
   }
   const absl::Time now = options_.budget_clock();
+  if (server_hold_until_ <= now) server_hold_until_ = absl::InfinitePast();
   absl::Time ready = server_hold_until_;
   if (budget_ != nullptr) {
     ready = std::max(ready, budget_->ReadyAt(call.cost, now));
@@ -360,17 +361,14 @@ void Backend::SpendBudget(Call& call) {
   ReportBudget(now);
 }
 
-void Backend::SettleBudget(Call& call, const HttpResponse& response) {
+void Backend::SettleBudget(Call& call, bool succeeded,
+                           const std::optional<TokenCost>& usage) {
   if (budget_ == nullptr || !std::exchange(call.reserved, false)) return;
   if (!options_.rate_limits.limits_tokens()) return;
   const absl::Time now = options_.budget_clock();
   // A reply without usage is taken to have used what was reserved; an
   // attempt that failed used nothing.
-  TokenCost used;
-  if (response.transport.ok() && response.http_code >= 200 &&
-      response.http_code < 300) {
-    used = ReplyUsage(response.body).value_or(call.cost);
-  }
+  const TokenCost used = succeeded ? usage.value_or(call.cost) : TokenCost{};
   budget_->Settle(call.cost, used, now);
   ReportBudget(now);
 }
@@ -451,6 +449,13 @@ void Backend::Send(CallId id, int endpoint) {
 void Backend::OnResponse(CallId id, HttpResponse response) {
   metrics_.Request(RetryPolicy::OutcomeLabel(response), response.elapsed);
   response.transport = options_.api_key.Redact(response.transport);
+  const bool succeeded = response.transport.ok() && response.http_code >= 200 &&
+                         response.http_code < 300;
+  // For a token budget, read before the lock is taken.
+  std::optional<TokenCost> usage;
+  if (succeeded && options_.rate_limits.limits_tokens()) {
+    usage = ReplyUsage(response.body);
+  }
   Completions completions;
   bool redetect = false;
   {
@@ -459,7 +464,7 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     call.request = 0;
     metrics_.InFlight(-1);
     FollowServerLimits(response);
-    SettleBudget(call, response);
+    SettleBudget(call, succeeded, usage);
     const int limit_before = pool_.TotalLimit();
     OnEndpointChange(call.endpoint,
                      pool_.Release(call.endpoint, response, absl::Now()));
@@ -477,8 +482,7 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     if (call.cancelled) {
       Finish(id, {absl::CancelledError("request cancelled"), "", call.attempts},
              completions);
-    } else if (response.transport.ok() && response.http_code >= 200 &&
-               response.http_code < 300) {
+    } else if (succeeded) {
       Finish(id, {absl::OkStatus(), std::move(response.body), call.attempts},
              completions);
     } else if (call.samples > 1 && response.transport.ok() &&

@@ -197,7 +197,9 @@ class Backend {
   // The attempt going out spends the budget; the attempt that ended settles
   // what it reserved with what its reply says it used.
   void SpendBudget(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SettleBudget(Call& call, const HttpResponse& response)
+  // `usage`: the reply's, read for a token budget.
+  void SettleBudget(Call& call, bool succeeded,
+                    const std::optional<TokenCost>& usage)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReportBudget(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A timer that wakes the dispatch (the probe's, the budget's) fired:
