@@ -13,6 +13,7 @@ DatasetUploadReactor* DatasetUploadReactor::Start(
     absl::StatusOr<std::unique_ptr<DatasetUpload>> upload =
         std::move(prepare)();
     if (!upload.ok()) {
+      reactor->handoffs_.fetch_add(1, std::memory_order_release);
       reactor->Finish(ToGrpcStatus(upload.status()));
       return;
     }
@@ -31,8 +32,13 @@ void DatasetUploadReactor::OnReadDone(bool ok) {
   blocking_.Post([this, ok] { Step(ok); });
 }
 
+void DatasetUploadReactor::OnDone() {
+  handoffs_.load(std::memory_order_acquire);
+  delete this;
+}
+
 void DatasetUploadReactor::Step(bool ok) {
-  reads_started_.load(std::memory_order_acquire);
+  handoffs_.load(std::memory_order_acquire);
   std::unique_ptr<v1::DatasetChunk> chunk = std::move(reading_);
   absl::Status status;
   if (ok) {
@@ -64,7 +70,7 @@ void DatasetUploadReactor::ReadNext() {
   reading_ = NewChunk();
   v1::DatasetChunk* chunk = reading_.get();
   // The last touch of this reactor's state before the read (see the member).
-  reads_started_.fetch_add(1, std::memory_order_release);
+  handoffs_.fetch_add(1, std::memory_order_release);
   StartRead(chunk);
 }
 
@@ -83,7 +89,10 @@ void DatasetUploadReactor::End(const absl::Status& status) {
   }
   // What was written of a refused upload is discarded with it.
   upload_.reset();
-  Finish(ToGrpcStatus(status));  // last: OnDone may delete this at once
+  grpc::Status grpc_status = ToGrpcStatus(status);
+  // The last touch of this reactor's state before OnDone (see handoffs_).
+  handoffs_.fetch_add(1, std::memory_order_release);
+  Finish(grpc_status);  // last: OnDone may delete this at once
 }
 
 }  // namespace sdg
