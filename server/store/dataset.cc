@@ -433,17 +433,14 @@ absl::Status DatasetBuilder::AddSerialized(absl::string_view row) {
   return Add(parsed_);
 }
 
-absl::Status ImportJsonLinesFile(const std::string& path,
-                                 DatasetBuilder& builder) {
+absl::Status ReadJsonLinesFile(const std::string& path,
+                               JsonLinesDecoder::RowFn on_row) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dataset_path: cannot open ", path, ": ", std::strerror(errno)));
   }
   JsonLinesDecoder decoder;
-  auto add = [&builder](const google::protobuf::Struct& row) {
-    return builder.Add(row);
-  };
   std::string buffer(kWriteBuffer, '\0');
   int64_t offset = 0;
   while (true) {
@@ -453,7 +450,7 @@ absl::Status ImportJsonLinesFile(const std::string& path,
     if (*read == 0) break;
     offset += static_cast<int64_t>(*read);
     absl::Status fed =
-        decoder.Feed(absl::string_view(buffer.data(), *read), add);
+        decoder.Feed(absl::string_view(buffer.data(), *read), on_row);
     if (fed.code() != absl::StatusCode::kInvalidArgument) {
       if (fed.ok()) continue;
       return fed;  // the store's error, not the file's
@@ -463,12 +460,20 @@ absl::Status ImportJsonLinesFile(const std::string& path,
           absl::StrCat("dataset_path ", path, ": ", fed.message()));
     }
   }
-  if (absl::Status s = decoder.Finish(add); !s.ok()) {
+  if (absl::Status s = decoder.Finish(on_row); !s.ok()) {
     if (s.code() != absl::StatusCode::kInvalidArgument) return s;
     return absl::InvalidArgumentError(
         absl::StrCat("dataset_path ", path, ": ", s.message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status ImportJsonLinesFile(const std::string& path,
+                                 DatasetBuilder& builder) {
+  return ReadJsonLinesFile(path,
+                           [&builder](const google::protobuf::Struct& row) {
+                             return builder.Add(row);
+                           });
 }
 
 }  // namespace sdg

@@ -114,6 +114,11 @@ class JsonLinesDecoder {
 // Reads a JSON-lines file under `path` into `builder`; errors name the path.
 absl::Status ImportJsonLinesFile(const std::string& path,
                                  DatasetBuilder& builder);
+// The same, a row at a time into `on_row`, keeping none. An error from
+// `on_row` ends the reading; INVALID_ARGUMENT comes back naming the path
+// and line, any other as it is.
+absl::Status ReadJsonLinesFile(const std::string& path,
+                               JsonLinesDecoder::RowFn on_row);
 
 }  // namespace sdg
 

@@ -104,6 +104,10 @@ class DatasetStore {
   // NOT_FOUND naming the id.
   virtual absl::StatusOr<StoredDataset> FindUpload(
       const std::string& dataset_id) = 0;
+  // An upload's rows, to read without giving them to a job (EstimateJob).
+  // NOT_FOUND (NoSuchUpload) for an upload not stored.
+  virtual absl::StatusOr<std::shared_ptr<Dataset>> OpenUpload(
+      const std::string& dataset_id) = 0;
   // Removes uploads saved before `cutoff` (jobs keep their own copies).
   // Returns how many went.
   virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;

@@ -45,6 +45,14 @@ absl::StatusOr<std::shared_ptr<Dataset>> MemoryJobStore::UseUploadedDataset(
   return it->second;
 }
 
+absl::StatusOr<std::shared_ptr<Dataset>> MemoryJobStore::OpenUpload(
+    const std::string& dataset_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = upload_datasets_.find(dataset_id);
+  if (it == upload_datasets_.end()) return NoSuchUpload(dataset_id);
+  return it->second;
+}
+
 void MemoryJobStore::DiscardJobDataset(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   job_datasets_.erase(job_id);

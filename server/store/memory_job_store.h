@@ -27,6 +27,8 @@ class MemoryJobStore : public JobStore {
   void DiscardUpload(const std::string& dataset_id) override;
   absl::StatusOr<StoredDataset> FindUpload(
       const std::string& dataset_id) override;
+  absl::StatusOr<std::shared_ptr<Dataset>> OpenUpload(
+      const std::string& dataset_id) override;
   absl::StatusOr<int> PruneUploads(absl::Time cutoff) override;
   absl::Status AddJob(const JobRecord& record) override;
   absl::Status UpdateJob(const JobRecord& record) override;

@@ -540,6 +540,14 @@ absl::StatusOr<std::shared_ptr<Dataset>> PostgresJobStore::OpenJobDataset(
   return dataset;
 }
 
+absl::StatusOr<std::shared_ptr<Dataset>> PostgresJobStore::OpenUpload(
+    const std::string& dataset_id) {
+  absl::StatusOr<std::shared_ptr<Dataset>> dataset =
+      OpenHeld(UploadHolder(dataset_id));
+  if (absl::IsNotFound(dataset.status())) return NoSuchUpload(dataset_id);
+  return dataset;
+}
+
 absl::StatusOr<std::unique_ptr<DatasetBuilder>> PostgresJobStore::NewUpload(
     const std::string& dataset_id) {
   return NewBuilder(UploadHolder(dataset_id));

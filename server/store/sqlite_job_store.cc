@@ -339,6 +339,13 @@ absl::StatusOr<std::shared_ptr<Dataset>> SqliteJobStore::UseUploadedDataset(
   return Dataset::OpenDirectory(to);
 }
 
+absl::StatusOr<std::shared_ptr<Dataset>> SqliteJobStore::OpenUpload(
+    const std::string& dataset_id) {
+  // Saved uploads only: an upload being written has no rows file yet.
+  SDG_RETURN_IF_ERROR(FindUpload(dataset_id).status());
+  return Dataset::OpenDirectory(UploadDir(dataset_id));
+}
+
 void SqliteJobStore::DiscardJobDataset(const std::string& job_id) {
   (void)RemoveTree(JobDir(job_id));
 }

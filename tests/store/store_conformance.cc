@@ -284,6 +284,21 @@ TEST_P(StoreConformanceTest, AnUploadNotStoredIsNotFoundSayingToUploadIt) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_P(StoreConformanceTest, AnUploadOpensForReadingWithoutAJobTakingIt) {
+  Upload("ds", {"a", "b", "c"}, absl::FromUnixSeconds(1700000000));
+  auto opened = store_->OpenUpload("ds");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->row_count(), 3);
+  EXPECT_THAT(Questions(**opened, 1, 2), ElementsAre("b", "c"));
+  // Reading it gave no job its rows, and it prunes as any upload does.
+  EXPECT_EQ(store_->OpenJobDataset("ds").status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_EQ(*store_->PruneUploads(absl::FromUnixSeconds(1700000001)), 1);
+  absl::Status gone = store_->OpenUpload("ds").status();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(gone.message(), HasSubstr("\"ds\"; upload it first"));
+}
+
 TEST_P(StoreConformanceTest, SavingAnUploadIdTwiceIsAlreadyExists) {
   Upload("ds", {"a"}, absl::FromUnixSeconds(1700000000));
   StoredDataset again;
