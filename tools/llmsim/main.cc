@@ -14,7 +14,8 @@ ABSL_FLAG(std::string, model, "sim-model",
 ABSL_FLAG(std::string, mode, "vllm",
           "vllm (prompt lists, n) or llamacpp (one prompt per request, /props "
           "with total_slots, n != 1 refused with HTTP 500, any model name, "
-          "samples that follow the seed, few HTTP threads)");
+          "samples that follow the seed, few HTTP threads) or openai (a "
+          "hosted API: models owned_by \"system\", no /tokenize)");
 ABSL_FLAG(int, slots, 1, "llamacpp mode: slots, i.e. requests served at once");
 ABSL_FLAG(int, http_threads, 0,
           "llamacpp mode: HTTP threads, each holding one connection until it "
@@ -72,18 +73,23 @@ ABSL_FLAG(uint64_t, fault_seed, 1,
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "llmsim --listen HOST:PORT --model NAME [--mode vllm|llamacpp] "
+      "llmsim --listen HOST:PORT --model NAME [--mode vllm|llamacpp|openai] "
       "[--latency_ms N] [fault flags]");
   absl::ParseCommandLine(argc, argv);
   sdg::llmsim::SimServer::Options options;
   const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode != "vllm" && mode != "llamacpp") {
-    std::fprintf(stderr, "llmsim: --mode must be vllm or llamacpp, got %s\n",
+  if (mode == "vllm") {
+    options.mode = sdg::llmsim::Mode::kVllm;
+  } else if (mode == "llamacpp") {
+    options.mode = sdg::llmsim::Mode::kLlamaCpp;
+  } else if (mode == "openai") {
+    options.mode = sdg::llmsim::Mode::kOpenAi;
+  } else {
+    std::fprintf(stderr,
+                 "llmsim: --mode must be vllm, llamacpp or openai, got %s\n",
                  mode.c_str());
     return 2;
   }
-  options.mode =
-      mode == "vllm" ? sdg::llmsim::Mode::kVllm : sdg::llmsim::Mode::kLlamaCpp;
   options.slots = absl::GetFlag(FLAGS_slots);
   options.busy_status = absl::GetFlag(FLAGS_busy_status);
   options.http_threads = absl::GetFlag(FLAGS_http_threads);

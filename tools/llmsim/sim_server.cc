@@ -147,8 +147,10 @@ SimServer::SimServer(const Options& options,
                      std::shared_ptr<const ReplyBook> replies)
     : options_(options),
       simulator_{options.model,
-                 options.mode == Mode::kVllm ? "vllm" : "llamacpp",
-                 options.mode == Mode::kVllm,
+                 options.mode == Mode::kVllm       ? "vllm"
+                 : options.mode == Mode::kLlamaCpp ? "llamacpp"
+                                                   : "system",
+                 options.mode != Mode::kLlamaCpp,
                  std::move(replies),
                  /*one_choice_per_request=*/options.mode == Mode::kLlamaCpp,
                  /*serves_any_model_name=*/options.mode == Mode::kLlamaCpp,
@@ -386,6 +388,14 @@ void SimServer::Serve(evhttp_request* request) {
   } else if (path == "/props" && method == EVHTTP_REQ_GET &&
              options_.mode == Mode::kLlamaCpp) {
     reply = simulator_.Props(options_.slots);
+  } else if (path == "/tokenize" && method == EVHTTP_REQ_POST &&
+             options_.mode != Mode::kOpenAi) {
+    ++stats_.tokenize_requests;
+    reply = simulator_.Tokenize(body);
+  } else if (path == "/apply-template" && method == EVHTTP_REQ_POST &&
+             options_.mode == Mode::kLlamaCpp) {
+    ++stats_.tokenize_requests;
+    reply = simulator_.ApplyTemplate(body);
   } else {
     reply = {404, ErrorBody(404, absl::StrCat("no route for ", path))};
   }
@@ -682,6 +692,7 @@ std::string SimServer::StatsJson() const {
       {"malformed", stats_.malformed},
       {"slow_bodies", stats_.slow_bodies},
       {"discovery_requests", stats_.discovery_requests},
+      {"tokenize_requests", stats_.tokenize_requests},
       {"connections_open", stats_.connections_open},
       {"max_connections_open", stats_.max_connections_open},
       {"waiting_for_thread", stats_.waiting_for_thread},

@@ -34,7 +34,9 @@ struct evhttp_request;
 
 namespace sdg::llmsim {
 
-enum class Mode { kVllm, kLlamaCpp };
+// kOpenAi: a hosted API as OpenAI's: /v1/models lists owned_by "system",
+// and there is no /tokenize.
+enum class Mode { kVllm, kLlamaCpp, kOpenAi };
 
 class SimServer {
  public:
@@ -139,6 +141,7 @@ class SimServer {
     int64_t malformed = 0;
     int64_t slow_bodies = 0;
     int64_t discovery_requests = 0;  // GET /v1/models and /props
+    int64_t tokenize_requests = 0;   // POST /tokenize and /apply-template
     // Connections that have sent a request and are not closed (llama.cpp
     // mode: each holds an HTTP thread), and the most at once.
     int64_t connections_open = 0;

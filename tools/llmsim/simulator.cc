@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace sdg::llmsim {
 namespace {
@@ -293,6 +294,86 @@ SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
                {"choices", std::move(choices)},
                {"usage", Usage(prompt_tokens, completion_tokens)}};
   return SimReply{200, Dump(body), 1, completion_tokens, prompt_tokens};
+}
+
+namespace {
+
+// The messages' contents, or an error reply.
+std::optional<SimReply> MessageContents(const json& request,
+                                        std::vector<std::string>& out) {
+  auto messages = request.find("messages");
+  if (messages == request.end() || !messages->is_array() || messages->empty()) {
+    return Error(400, "\"messages\" must be a non-empty list");
+  }
+  for (const json& message : *messages) {
+    if (!message.is_object() || !message.contains("content") ||
+        !message["content"].is_string()) {
+      return Error(400, "each message needs a string \"content\"");
+    }
+    out.push_back(message["content"].get<std::string>());
+  }
+  return std::nullopt;
+}
+
+json TokenIds(int64_t count) {
+  json ids = json::array();
+  for (int64_t i = 0; i < count; ++i) ids.push_back(i);
+  return ids;
+}
+
+}  // namespace
+
+SimReply Simulator::Tokenize(absl::string_view request_body) const {
+  json request = json::parse(request_body, nullptr, false);
+  if (request.is_discarded() || !request.is_object()) {
+    return Error(400, "request body is not a JSON object");
+  }
+  if (owned_by == "llamacpp") {
+    auto content = request.find("content");
+    if (content == request.end() || !content->is_string()) {
+      return SimReply{400,
+                      LlamaCppErrorBody(400, "\"content\" must be a string",
+                                        "invalid_request_error"),
+                      0};
+    }
+    json body = {
+        {"tokens", TokenIds(CountTokens(content->get<std::string>()))}};
+    return SimReply{200, Dump(body), 0};
+  }
+  auto model_field = request.find("model");
+  if (model_field != request.end() && model_field->is_string() &&
+      model_field->get<std::string>() != model) {
+    return Error(404,
+                 absl::StrCat("The model `", model_field->get<std::string>(),
+                              "` does not exist."));
+  }
+  int64_t count = 0;
+  if (auto prompt = request.find("prompt"); prompt != request.end()) {
+    if (!prompt->is_string()) {
+      return Error(400, "\"prompt\" must be a string");
+    }
+    count = CountTokens(prompt->get<std::string>());
+  } else {
+    std::vector<std::string> contents;
+    if (auto error = MessageContents(request, contents)) return *error;
+    for (const std::string& content : contents) count += CountTokens(content);
+  }
+  json body = {{"count", count},
+               {"max_model_len", 4096},
+               {"tokens", TokenIds(count)},
+               {"token_strs", nullptr}};
+  return SimReply{200, Dump(body), 0};
+}
+
+SimReply Simulator::ApplyTemplate(absl::string_view request_body) const {
+  json request = json::parse(request_body, nullptr, false);
+  if (request.is_discarded() || !request.is_object()) {
+    return Error(400, "request body is not a JSON object");
+  }
+  std::vector<std::string> contents;
+  if (auto error = MessageContents(request, contents)) return *error;
+  json body = {{"prompt", absl::StrJoin(contents, "\n")}};
+  return SimReply{200, Dump(body), 0};
 }
 
 }  // namespace sdg::llmsim

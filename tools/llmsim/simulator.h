@@ -53,6 +53,15 @@ struct Simulator {
   SimReply Props(int total_slots) const;
   SimReply Completions(absl::string_view request_body) const;
   SimReply ChatCompletions(absl::string_view request_body) const;
+  // POST /tokenize at the server's root, counting as the two endpoints
+  // above count usage. vLLM's: {"model", "prompt"} or {"model",
+  // "messages"} to {"count", "max_model_len", "tokens", "token_strs"};
+  // llama.cpp's (owned_by "llamacpp"): {"content"} to {"tokens"}.
+  SimReply Tokenize(absl::string_view request_body) const;
+  // llama.cpp's POST /apply-template: {"messages"} to {"prompt"}, the text
+  // the model would see. llmsim's chat template is the contents joined by
+  // newlines, so it adds no token to what /chat/completions counts.
+  SimReply ApplyTemplate(absl::string_view request_body) const;
   // The reply book's text for these request texts, else the echo of `echo`.
   SimText Generate(absl::Span<const absl::string_view> texts,
                    absl::string_view echo, int sample_index,
