@@ -208,6 +208,13 @@ bool Backend::UndetectedPastLimit(absl::Time now) const {
 
 absl::StatusOr<bool> Backend::WaitForBatchingDecision(
     CancellationToken& token) {
+  absl::StatusOr<Traits> traits = WaitForTraits(token);
+  if (!traits.ok()) return traits.status();
+  return traits->batching;
+}
+
+absl::StatusOr<Backend::Traits> Backend::WaitForTraits(
+    CancellationToken& token) {
   bool cancelled = false;
   // Declared before the lock: its destructor may wait for the callback,
   // which takes mu_.
@@ -222,7 +229,11 @@ absl::StatusOr<bool> Backend::WaitForBatchingDecision(
     return traits_known_ || cancelled || UndetectedPastLimit(absl::Now());
   };
   mu_.Await(absl::Condition(&decided));
-  if (traits_known_) return batching_;
+  if (traits_known_) {
+    return Traits{.kind = server_kind_,
+                  .batching = batching_,
+                  .one_choice_per_request = one_choice_per_request_};
+  }
   if (cancelled) return absl::CancelledError("cancelled");
   return OutageError();
 }
@@ -238,6 +249,20 @@ Backend::CallId Backend::Post(absl::string_view path, std::string json_body,
   if (options_.rate_limits.limits_tokens()) {
     call.cost = EstimateRequestTokens(call.body);
   }
+  return Enqueue(std::move(call));
+}
+
+Backend::CallId Backend::PostToServerRoot(absl::string_view path,
+                                          std::string json_body, Done done) {
+  Call call;
+  call.path = std::string(path);
+  call.body = std::move(json_body);
+  call.done = std::move(done);
+  call.at_server_root = true;
+  return Enqueue(std::move(call));
+}
+
+Backend::CallId Backend::Enqueue(Call call) {
   Completions completions;
   CallId id;
   {
@@ -305,7 +330,8 @@ void Backend::Dispatch(Completions& out) {
 }
 
 bool Backend::BudgetAllows(const Call& call) {
-  if (budget_ == nullptr && server_hold_until_ == absl::InfinitePast()) {
+  if (call.at_server_root ||
+      (budget_ == nullptr && server_hold_until_ == absl::InfinitePast())) {
     return true;
   }
   const absl::Time now = options_.budget_clock();
@@ -354,7 +380,7 @@ void Backend::FollowServerLimits(const HttpResponse& response) {
 }
 
 void Backend::SpendBudget(Call& call) {
-  if (budget_ == nullptr) return;
+  if (budget_ == nullptr || call.at_server_root) return;
   const absl::Time now = options_.budget_clock();
   budget_->Take(call.cost, now);
   call.reserved = true;
@@ -433,7 +459,10 @@ void Backend::Send(CallId id, int endpoint) {
   metrics_.InFlight(1);
 
   HttpRequest request;
-  request.url = absl::StrCat(pool_.base_url(endpoint), call.path);
+  request.url =
+      absl::StrCat(call.at_server_root ? ServerRoot(pool_.base_url(endpoint))
+                                       : pool_.base_url(endpoint),
+                   call.path);
   request.json_body = call.body;
   request.headers = auth_headers_;
   // No more connections than requests the endpoint may serve: llama.cpp

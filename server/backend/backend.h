@@ -129,11 +129,26 @@ class Backend {
   // fires first, UNAVAILABLE once the backend has not answered detection
   // for longer than outage.limit.
   absl::StatusOr<bool> WaitForBatchingDecision(CancellationToken& token);
+  // What detection found, waited for as WaitForBatchingDecision waits. A
+  // backend whose batching and in-flight limit are both set by flags is
+  // never asked: its kind is kUnknown.
+  struct Traits {
+    ServerKind kind = ServerKind::kUnknown;
+    bool batching = false;
+    bool one_choice_per_request = false;
+  };
+  absl::StatusOr<Traits> WaitForTraits(CancellationToken& token);
 
   // POSTs `json_body` to an endpoint's base URL + `path`; retries what is
   // worth retrying. `samples` is the body's n (choices per prompt).
   CallId Post(absl::string_view path, std::string json_body, Done done,
               int samples = 1);
+  // POSTs `json_body` to `path` at the server's root (the base URL without
+  // /v1), where vLLM and llama.cpp serve /tokenize: within the in-flight
+  // cap, retried as Post is, but outside the rate budget (it generates
+  // nothing).
+  CallId PostToServerRoot(absl::string_view path, std::string json_body,
+                          Done done);
   // The call completes with CANCELLED unless it already completed.
   void Cancel(CallId id);
 
@@ -154,6 +169,8 @@ class Backend {
     int last_failed_endpoint = EndpointPool::kNoneFree;
     int samples = 1;
     bool cancelled = false;
+    // PostToServerRoot's: at the server's root, outside the rate budget.
+    bool at_server_root = false;
     // With a token budget: what the body may cost, and what the attempt in
     // flight reserved.
     TokenCost cost;
@@ -245,6 +262,9 @@ class Backend {
 
   mutable absl::Mutex mu_;
   EndpointPool pool_ ABSL_GUARDED_BY(mu_);
+  // Queues `call` and dispatches; Post and PostToServerRoot.
+  CallId Enqueue(Call call) ABSL_LOCKS_EXCLUDED(mu_);
+
   CallId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<CallId, Call> calls_ ABSL_GUARDED_BY(mu_);
   std::deque<CallId> queued_ ABSL_GUARDED_BY(mu_);

@@ -32,14 +32,13 @@ std::string ErrorMessage(const HttpResponse& response) {
   return response.body.substr(0, 200);
 }
 
-// The server's root, where llama.cpp serves /props: the base URL without /v1.
+}  // namespace
+
 std::string ServerRoot(absl::string_view base_url) {
   absl::string_view root = base_url;
   if (absl::EndsWith(root, "/v1")) root.remove_suffix(3);
   return std::string(root);
 }
-
-}  // namespace
 
 absl::string_view ServerKindName(ServerKind kind) {
   switch (kind) {

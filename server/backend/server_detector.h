@@ -28,6 +28,10 @@ enum class ServerKind {
 // "unknown", "vllm", "llama.cpp", "openai-compatible": for logs.
 absl::string_view ServerKindName(ServerKind kind);
 
+// The server's root, where llama.cpp serves /props and vLLM and llama.cpp
+// serve /tokenize: the base URL without /v1.
+std::string ServerRoot(absl::string_view base_url);
+
 struct ServerTraits {
   ServerKind kind = ServerKind::kUnknown;
   bool accepts_prompt_lists = false;  // vLLM
