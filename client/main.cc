@@ -18,6 +18,7 @@
 #include "base/environment.h"
 #include "base/signal_watcher.h"
 #include "client/channel.h"
+#include "client/estimate.h"
 #include "client/generate.h"
 #include "client/interrupt_target.h"
 #include "client/job_commands.h"
@@ -81,6 +82,11 @@ ABSL_FLAG(bool, detach, false,
 ABSL_FLAG(absl::Duration, reconnect_for, absl::Minutes(10),
           "generate, watch, output: keep reconnecting to a restarting sdgd "
           "this long");
+ABSL_FLAG(bool, dry_run, false,
+          "generate: print the estimate (as sdgctl estimate) and run nothing");
+ABSL_FLAG(std::string, price, "",
+          "estimate, generate --dry_run: IN/OUT dollars per million prompt "
+          "and completion tokens (e.g. 0.15/0.60), for a cost range");
 ABSL_FLAG(std::string, o, "", "output: the output file (as --output)");
 ABSL_FLAG(std::string, state, "",
           "jobs: only jobs in this state (running, succeeded...)");
@@ -101,6 +107,10 @@ constexpr char kUsage[] =
     "[--model M] [--num_instructions N]\n"
     "           runs an InstructLab pipeline file; rows come out in "
     "InstructLab's order.\n"
+    "  estimate (generate's flags, no --output) [--price IN/OUT]  rows, "
+    "requests, tokens\n"
+    "           and cost of the job before it runs; nothing is sent to a "
+    "model (also: generate --dry_run)\n"
     "  submit (generate's flags, no --output)  create the job, print its id\n"
     "  watch JOB_ID         follow a job to its end, with progress\n"
     "  output JOB_ID -o OUT.jsonl [--errors ERR.jsonl]  its results, in "
@@ -140,7 +150,7 @@ absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags(
       (needs_output && options.output_path.empty())) {
     return absl::InvalidArgumentError(
         needs_output ? "generate needs --input and --output"
-                     : "submit needs --input");
+                     : "submit and estimate need --input");
   }
   if (const std::string path = absl::GetFlag(FLAGS_pipeline); !path.empty()) {
     if (!absl::GetFlag(FLAGS_block).empty() ||
@@ -217,8 +227,26 @@ absl::StatusOr<sdg::GenerateOptions> GenerateOptionsFromFlags(
   return options;
 }
 
+int Estimate(grpc::Channel& channel) {
+  std::optional<sdg::TokenPrices> prices;
+  if (const std::string price = absl::GetFlag(FLAGS_price); !price.empty()) {
+    absl::StatusOr<sdg::TokenPrices> parsed = sdg::ParsePrices(price);
+    if (!parsed.ok()) return Fail(parsed.status());
+    prices = *parsed;
+  }
+  absl::StatusOr<sdg::GenerateOptions> options =
+      GenerateOptionsFromFlags(/*needs_output=*/false);
+  if (!options.ok()) return Fail(options.status());
+  absl::StatusOr<sdg::v1::JobEstimate> estimate =
+      sdg::EstimateJob(channel, *options);
+  if (!estimate.ok()) return Fail(estimate.status());
+  std::cout << sdg::FormatEstimate(*estimate, prices);
+  return 0;
+}
+
 int Generate(grpc::Channel& channel, sdg::v1::GenerationService::Stub& stub,
              InterruptTarget& interrupt) {
+  if (absl::GetFlag(FLAGS_dry_run)) return Estimate(channel);
   absl::StatusOr<sdg::GenerateOptions> options =
       GenerateOptionsFromFlags(/*needs_output=*/true);
   if (!options.ok()) return Fail(options.status());
@@ -340,6 +368,7 @@ int main(int argc, char** argv) {
     return Generate(*channel, stub, interrupt);
   }
   if (command == "submit" && args.size() == 2) return Submit(*channel);
+  if (command == "estimate" && args.size() == 2) return Estimate(*channel);
   if (command == "usage" && args.size() == 2) {
     absl::Status status = sdg::UsageCommand(stub, std::cout);
     return status.ok() ? 0 : Fail(status);

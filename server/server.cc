@@ -180,6 +180,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
         auto it = backends.find(name);
         return it != backends.end() && it->second->down();
       };
+  server->prompt_counter_ =
+      std::make_unique<BackendPromptCounter>(backends_by_name);
+  server->options_.service.prompt_counter = server->prompt_counter_.get();
   server->runner_ = std::make_unique<BackendShardRunner>(
       std::move(backends_by_name), server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(

@@ -22,6 +22,7 @@
 #include "server/http/http_client.h"
 #include "server/observability/metrics.h"
 #include "server/observability/metrics_server.h"
+#include "server/scheduling/prompt_counter.h"
 #include "server/scheduling/scheduler.h"
 #include "server/scheduling/shard_runner.h"
 #include "server/service/job_service.h"
@@ -126,6 +127,7 @@ class Server {
   std::shared_ptr<JobStore> store_;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<ShardRunner> runner_;
+  std::unique_ptr<PromptCounter> prompt_counter_;  // EstimateJob's
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<JobService> jobs_;
   // Runs the calls' work that blocks on the store; after the gRPC server in

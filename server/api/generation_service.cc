@@ -220,6 +220,23 @@ grpc::ServerUnaryReactor* GenerationService::GetStorageUsage(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* GenerationService::EstimateJob(
+    grpc::CallbackServerContext* context, const v1::GenerateJobRequest* request,
+    v1::JobEstimate* response) {
+  absl::StatusOr<Caller> caller = Identify(*context);
+  if (!caller.ok()) return Answer(context, caller.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // It reads the dataset from the store and asks the backends' tokenizers.
+  blocking_.Post([this, reactor, request, response,
+                  caller = *std::move(caller)] {
+    absl::StatusOr<v1::JobEstimate> estimate = jobs_.Estimate(caller, *request);
+    const absl::Status status = estimate.status();
+    if (status.ok()) *response = *std::move(estimate);
+    reactor->Finish(ToGrpcStatus(status));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* GenerationService::GetJob(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {

@@ -33,7 +33,8 @@ using GenerationServiceBase =
 class GenerationService final : public GenerationServiceBase {
  public:
   // Work that may block on the store (admission, deletion, uploads, storage
-  // usage, and reading an ended job back from it) runs on `blocking`, never
+  // usage, estimates, and reading an ended job back from it) runs on
+  // `blocking`, never
   // on gRPC's reaction threads; the call is finished from there. Reads of
   // jobs in memory are answered on the reaction.
   GenerationService(Authenticator& authenticator, JobService& jobs,
@@ -66,6 +67,9 @@ class GenerationService final : public GenerationServiceBase {
       grpc::CallbackServerContext* context,
       const v1::GetStorageUsageRequest* request,
       v1::StorageUsage* response) override;
+  grpc::ServerUnaryReactor* EstimateJob(grpc::CallbackServerContext* context,
+                                        const v1::GenerateJobRequest* request,
+                                        v1::JobEstimate* response) override;
 
  private:
   // The call's caller, from its authorization metadata.

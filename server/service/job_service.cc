@@ -10,6 +10,7 @@
 #include "base/quote.h"
 #include "base/status_macros.h"
 #include "sdg/v1/block_defaults.h"
+#include "server/scheduling/job_estimator.h"
 #include "server/service/storage_quota.h"
 
 namespace sdg {
@@ -85,6 +86,73 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::Admit(
   absl::MutexLock lock(&mu_);
   admitting_.erase(job_id);
   return job;
+}
+
+absl::StatusOr<v1::JobEstimate> JobService::Estimate(
+    const Caller& caller, const v1::GenerateJobRequest& request) {
+  if (options_.prompt_counter == nullptr) {
+    return absl::UnimplementedError("this server does not estimate jobs");
+  }
+  SDG_ASSIGN_OR_RETURN(JobSpec spec,
+                       ValidateRequest(request, backends_, options_.limits));
+  SDG_RETURN_IF_ERROR(ValidateDatasetSource(request, request.rows_size()));
+  SDG_RETURN_IF_ERROR(ChooseModels(spec));
+  JobEstimator estimator(spec, *options_.prompt_counter);
+  SDG_ASSIGN_OR_RETURN(
+      DatasetInfo info,
+      ReadShards(caller, request, spec,
+                 [&estimator](std::vector<google::protobuf::Struct> rows) {
+                   return estimator.AddShard(std::move(rows));
+                 }));
+  SDG_RETURN_IF_ERROR(ValidateDataset(spec, info, DatasetSource(request)));
+  return estimator.Finish();
+}
+
+absl::StatusOr<DatasetInfo> JobService::ReadShards(
+    const Caller& caller, const v1::GenerateJobRequest& request,
+    const JobSpec& spec,
+    absl::FunctionRef<absl::Status(std::vector<google::protobuf::Struct>)>
+        on_shard) {
+  const size_t shard_rows = static_cast<size_t>(spec.batch_size);
+  if (!request.dataset_id().empty()) {
+    SDG_ASSIGN_OR_RETURN(StoredDataset upload,
+                         store_.FindUpload(request.dataset_id()));
+    // Another tenant's upload is as absent as one never made.
+    if (!caller.Owns(upload.tenant)) return NoSuchUpload(request.dataset_id());
+    SDG_RETURN_IF_ERROR(
+        ValidateDataset(spec, upload.info, DatasetSource(request)));
+    SDG_ASSIGN_OR_RETURN(std::shared_ptr<Dataset> dataset,
+                         store_.OpenUpload(request.dataset_id()));
+    for (int64_t first = 0; first < dataset->row_count();
+         first += spec.batch_size) {
+      SDG_ASSIGN_OR_RETURN(
+          std::vector<google::protobuf::Struct> rows,
+          dataset->ReadRows(first,
+                            std::min<int64_t>(spec.batch_size,
+                                              dataset->row_count() - first)));
+      SDG_RETURN_IF_ERROR(on_shard(std::move(rows)));
+    }
+    return upload.info;
+  }
+  DatasetInfo info;
+  std::vector<google::protobuf::Struct> shard;
+  auto add = [&](google::protobuf::Struct row) -> absl::Status {
+    info.Add(row);
+    shard.push_back(std::move(row));
+    if (shard.size() < shard_rows) return absl::OkStatus();
+    return on_shard(std::exchange(shard, {}));
+  };
+  if (!request.dataset_path().empty()) {
+    SDG_ASSIGN_OR_RETURN(std::string path,
+                         data_root_.Resolve(request.dataset_path(), caller));
+    SDG_RETURN_IF_ERROR(ReadJsonLinesFile(path, add));
+  } else {
+    for (const google::protobuf::Struct& row : request.rows()) {
+      SDG_RETURN_IF_ERROR(add(row));
+    }
+  }
+  if (!shard.empty()) SDG_RETURN_IF_ERROR(on_shard(std::move(shard)));
+  return info;
 }
 
 absl::Status JobService::ChooseModels(JobSpec& spec) const {

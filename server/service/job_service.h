@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -25,6 +26,7 @@
 #include "server/jobs/job.h"
 #include "server/jobs/job_spec.h"
 #include "server/observability/metrics.h"
+#include "server/scheduling/prompt_counter.h"
 #include "server/scheduling/scheduler.h"
 #include "server/service/caller.h"
 #include "server/service/data_root.h"
@@ -54,6 +56,9 @@ class JobService {
         backend_models;
     // Whether a backend is down (its calls wait for it).
     std::function<bool(const std::string& backend)> backend_down;
+    // Counts prompts for Estimate (outlives the service); without one,
+    // Estimate is UNIMPLEMENTED.
+    PromptCounter* prompt_counter = nullptr;
   };
 
   // `backends`: the names of the server's backends, the default first.
@@ -71,6 +76,13 @@ class JobService {
   absl::StatusOr<std::shared_ptr<Job>> Admit(
       const Caller& caller, const v1::GenerateJobRequest& request,
       absl::Span<const absl::string_view> rows);
+
+  // What the job `request` describes would take (job_estimator.h): the
+  // request validated as Admit validates it and its rows read a shard at a
+  // time, storing nothing and sending nothing to a model. Blocks on the
+  // store and on the backends' tokenizers.
+  absl::StatusOr<v1::JobEstimate> Estimate(
+      const Caller& caller, const v1::GenerateJobRequest& request);
 
   // The caller's job; NOT_FOUND naming the id, also for another tenant's.
   // These four may read the store (an ended job is read back from it):
@@ -132,6 +144,13 @@ class JobService {
       const Caller& caller, const v1::GenerateJobRequest& request,
       absl::Span<const absl::string_view> rows, const std::string& digest,
       JobSpec spec);
+  // Estimate's rows, a shard (batch_size rows) at a time, from the
+  // request's dataset; the dataset's info once all are read.
+  absl::StatusOr<DatasetInfo> ReadShards(
+      const Caller& caller, const v1::GenerateJobRequest& request,
+      const JobSpec& spec,
+      absl::FunctionRef<absl::Status(std::vector<google::protobuf::Struct>)>
+          on_shard);
   // Writes (or links) the request's dataset into the store for the job.
   absl::StatusOr<std::shared_ptr<Dataset>> StoreDataset(
       const Caller& caller, const v1::GenerateJobRequest& request,

@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -340,6 +341,58 @@ TEST_F(EndToEndTest, AJobCountsTheTokensTheBackendReported) {
   EXPECT_EQ(
       MetricValue(*scrape, R"(sdg_generation_tokens_total{backend="sim"})"),
       60);
+}
+
+// sdgctl estimate (and generate --dry_run) says what a job would take before
+// it runs, sending nothing to the model and creating no job; the run then
+// sends the requests and reports the prompt tokens it said.
+TEST_F(EndToEndTest, SdgctlEstimatesAJobBeforeItRuns) {
+  Start();
+  const std::vector<std::string> job = {"--input=" + WriteDataset(12),
+                                        "--model=m", "--template={{question}}",
+                                        "--batch_size=5", "--max_tokens=5"};
+  auto with = [&job](std::vector<std::string> args) {
+    args.insert(args.end(), job.begin(), job.end());
+    return args;
+  };
+  CommandResult estimate = stack_->Sdgctl(with({"estimate", "--price=1/2"}));
+  ASSERT_EQ(estimate.exit_code, 0) << estimate.err;
+  // vLLM takes each shard of 5 as one request: 3 of them.
+  EXPECT_THAT(estimate.out,
+              HasSubstr("estimate: 12 rows, 3 requests, 48 prompt tokens, at "
+                        "most 60 completion tokens\n"));
+  EXPECT_THAT(estimate.out, HasSubstr("(counted by the backend's tokenizer)"));
+  EXPECT_THAT(estimate.out, HasSubstr("cost at $1/$2 per million tokens: from "
+                                      "$0.000048 to $0.000168"));
+  json stats = json::parse(stack_->LlmsimStats());
+  EXPECT_EQ(stats["requests"], 0);
+  EXPECT_EQ(stats["tokenize_requests"], 12);
+
+  CommandResult dry_run =
+      stack_->Sdgctl(with({"generate", "--dry_run", "--output=" + Out()}));
+  ASSERT_EQ(dry_run.exit_code, 0) << dry_run.err;
+  EXPECT_EQ(dry_run.out, estimate.out.substr(0, estimate.out.find("cost")));
+  EXPECT_FALSE(std::filesystem::exists(Out()));
+  CommandResult jobs = stack_->Sdgctl({"jobs"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  // The table's header, and no job.
+  EXPECT_EQ(std::count(jobs.out.begin(), jobs.out.end(), '\n'), 1) << jobs.out;
+
+  CommandResult run =
+      stack_->Sdgctl(with({"generate", "--output=" + Out(), "--job_id=run"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("tokens: 48 prompt + 60 completion"));
+  stats = json::parse(stack_->LlmsimStats());
+  EXPECT_EQ(stats["requests"], 3);
+
+  // What the run would refuse, the estimate refuses, naming the field.
+  std::vector<std::string> bad = with({"estimate"});
+  bad.push_back("--template={{answer}}");
+  CommandResult refused = stack_->Sdgctl(bad);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err,
+              HasSubstr("INVALID_ARGUMENT: block.prompt_template: column "
+                        "\"answer\" is missing from row 0"));
 }
 
 // A hosted API that allows 1,200 requests a minute, enforced over 5 s

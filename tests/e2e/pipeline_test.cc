@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -177,6 +178,51 @@ TEST_F(PipelineTest, AJobsTokensAreCountedPerStepAndInAll) {
   ASSERT_TRUE(stub->GetJob(&context, get, &job).ok());
   EXPECT_EQ(job.usage().SerializeAsString(),
             finished.usage().SerializeAsString());
+}
+
+// The estimate counts the pipeline's first LLM step from the seed rows as
+// the run then reports it, and says the later steps are not known before
+// the run (their prompts hold generated text).
+TEST_F(PipelineTest, AnEstimateCountsTheFirstLlmStepAsTheRunReportsIt) {
+  StartWithReplies(kKnowledge + "/replies.jsonl");
+  const std::vector<std::string> job = {
+      "--pipeline=" + kKnowledge + "/pipeline.yaml",
+      "--input=" + kKnowledge + "/documents.jsonl"};
+  std::vector<std::string> args = {"estimate"};
+  args.insert(args.end(), job.begin(), job.end());
+  CommandResult estimate = stack_->Sdgctl(args);
+  ASSERT_EQ(estimate.exit_code, 0) << estimate.err;
+  std::smatch counted;
+  const std::string out = estimate.out;
+  ASSERT_TRUE(std::regex_search(
+      out, counted,
+      std::regex(R"(step 1 "gen_spellcheck" \(backend "sim", model "[^"]+", )"
+                 R"(n 1\): 2 rows, \d+ requests?, (\d+) prompt tokens )"
+                 R"(\(counted by the backend's tokenizer\))")))
+      << out;
+  for (const char* later : {"gen_knowledge", "eval_faithfulness_qa_pair",
+                            "eval_relevancy_qa_pair", "eval_verify_question"}) {
+    EXPECT_THAT(out, ::testing::ContainsRegex(std::string(later) +
+                                              ".*: not known before the run"));
+  }
+  EXPECT_THAT(out, HasSubstr("later ones depend on generated text"));
+  EXPECT_EQ(json::parse(stack_->LlmsimStats())["requests"], 0);
+
+  args = {"generate", "--output=" + Out(), "--job_id=estimated"};
+  args.insert(args.end(), job.begin(), job.end());
+  CommandResult run = stack_->Sdgctl(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  v1::JobFinished finished;
+  for (const v1::JobEvent& event : WatchAll("estimated")) {
+    if (event.has_finished()) finished = event.finished();
+  }
+  bool found = false;
+  for (const v1::StepCounts& step : finished.steps()) {
+    if (step.step() != "gen_spellcheck") continue;
+    found = true;
+    EXPECT_EQ(step.usage().prompt_tokens(), std::stoll(counted[1]));
+  }
+  EXPECT_TRUE(found);
 }
 
 // A step whose requests fail (the model does not exist) sends each of its

@@ -10,6 +10,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/jobs/job_spec.h"
+#include "server/pipeline/pipeline_rows.h"
 
 namespace sdg::testing {
 
