@@ -17,9 +17,10 @@ std::string CountingName(v1::TokenCounting counting, int64_t tokenized) {
     case v1::TOKEN_COUNTING_TOKENIZER:
       return "counted by the backend's tokenizer";
     case v1::TOKEN_COUNTING_SAMPLED:
-      return absl::StrCat("the first ", tokenized,
-                          " prompts counted by the backend's tokenizer, the "
-                          "rest at their tokens per byte");
+      return absl::StrCat(tokenized,
+                          " prompts across the dataset counted by the "
+                          "backend's tokenizer, the rest at their tokens "
+                          "per byte");
     case v1::TOKEN_COUNTING_BYTES:
       return "estimated at 4 bytes a token: the backend serves no tokenizer";
     default:

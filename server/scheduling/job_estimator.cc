@@ -117,33 +117,50 @@ absl::Status JobEstimator::CountPrompts(
                                  int64_t{block.max_tokens()} * block.n() *
                                      count);
 
-  // The prompts the tokenizer counts (the first tokenized_prompts_), and the
-  // bytes of the rest. A chat prompt's bytes include the system prompt's.
+  // A chat prompt's bytes include the system prompt's; a prompt sent once
+  // per sample counts once per sample.
   const int64_t system_bytes =
       chat ? static_cast<int64_t>(block.system_prompt().size()) : 0;
-  size_t tokenized = 0;
-  if (shape.tokenizer && step.tokenized_prompts() < tokenized_prompts_) {
-    tokenized = static_cast<size_t>(std::min<int64_t>(
-        count, tokenized_prompts_ - step.tokenized_prompts()));
-    std::vector<std::string> sample(prompts.begin(),
-                                    prompts.begin() + tokenized);
-    absl::StatusOr<std::vector<int64_t>> tokens =
-        counter_.CountTokens(block, sample);
-    if (!tokens.ok()) return tokens.status();
-    for (size_t i = 0; i < tokenized; ++i) {
-      counted.tokenized_tokens += (*tokens)[i] * sends_per_prompt;
-      counted.tokenized_bytes +=
-          (static_cast<int64_t>(prompts[i].size()) + system_bytes) *
-          sends_per_prompt;
+  auto bytes_of = [&](const std::string& prompt) {
+    return (static_cast<int64_t>(prompt.size()) + system_bytes) *
+           sends_per_prompt;
+  };
+  if (!shape.tokenizer) {
+    for (const std::string& prompt : prompts) {
+      counted.other_bytes += bytes_of(prompt);
     }
-    step.set_tokenized_prompts(step.tokenized_prompts() +
-                               static_cast<int64_t>(tokenized));
+    return absl::OkStatus();
   }
-  for (size_t i = tokenized; i < prompts.size(); ++i) {
-    counted.other_bytes +=
-        (static_cast<int64_t>(prompts[i].size()) + system_bytes) *
-        sends_per_prompt;
+  // The prompts the tokenizer counts: every `stride`-th, the stride
+  // doubling after each tokenized_prompts_ of them, so that the sample
+  // spans the whole dataset (a sorted one too) and stays small.
+  std::vector<std::string> sample;
+  std::vector<int64_t> sample_strides;
+  for (const std::string& prompt : prompts) {
+    if (counted.seen++ % counted.stride != 0) {
+      counted.other_bytes += bytes_of(prompt);
+      continue;
+    }
+    sample.push_back(prompt);
+    sample_strides.push_back(counted.stride);
+    if (++counted.sampled_at_stride == tokenized_prompts_) {
+      counted.stride *= 2;
+      counted.sampled_at_stride = 0;
+    }
   }
+  if (sample.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<int64_t>> tokens =
+      counter_.CountTokens(block, sample);
+  if (!tokens.ok()) return tokens.status();
+  for (size_t i = 0; i < sample.size(); ++i) {
+    const int64_t prompt_tokens = (*tokens)[i] * sends_per_prompt;
+    counted.tokenized_tokens += prompt_tokens;
+    // Each stands for `stride` prompts in the tokens per byte.
+    counted.weighted_tokens += prompt_tokens * sample_strides[i];
+    counted.weighted_bytes += bytes_of(sample[i]) * sample_strides[i];
+  }
+  step.set_tokenized_prompts(step.tokenized_prompts() +
+                             static_cast<int64_t>(sample.size()));
   return absl::OkStatus();
 }
 
@@ -162,11 +179,11 @@ v1::JobEstimate JobEstimator::Finish() {
     int64_t tokens = counted.tokenized_tokens;
     if (counted.other_bytes == 0) {
       // Every prompt went through the tokenizer (or there were none).
-    } else if (counted.tokenized_bytes > 0) {
+    } else if (counted.weighted_bytes > 0) {
       step.set_prompt_tokens_counting(v1::TOKEN_COUNTING_SAMPLED);
       tokens += std::llround(static_cast<double>(counted.other_bytes) *
-                             static_cast<double>(counted.tokenized_tokens) /
-                             static_cast<double>(counted.tokenized_bytes));
+                             static_cast<double>(counted.weighted_tokens) /
+                             static_cast<double>(counted.weighted_bytes));
     } else {
       step.set_prompt_tokens_counting(v1::TOKEN_COUNTING_BYTES);
       tokens += TokensFromBytes(counted.other_bytes);

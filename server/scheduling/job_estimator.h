@@ -7,9 +7,11 @@
 // says so (JobEstimate.complete false).
 //
 // Memory stays flat however large the dataset: rows come a shard at a time
-// and only sums are kept. Every prompt of a step is counted by the
-// backend's tokenizer up to kTokenizedPrompts; the rest at the tokens per
-// byte those had.
+// and only sums are kept. A step's first kTokenizedPrompts prompts are
+// counted by the backend's tokenizer; past them, a sample that spans the
+// dataset (every 2nd prompt for the next kTokenizedPrompts, then every 4th,
+// ...), and the rest at the tokens per byte of that sample, each sampled
+// prompt weighted by the prompts it stands for.
 #ifndef SDG_SERVER_SCHEDULING_JOB_ESTIMATOR_H_
 #define SDG_SERVER_SCHEDULING_JOB_ESTIMATOR_H_
 
@@ -31,7 +33,8 @@ class JobEstimator {
   static constexpr int64_t kTokenizedPrompts = 10000;
 
   // `spec` (validated, models chosen) and `counter` outlive the estimator.
-  // `tokenized_prompts`: how many of a step's prompts the tokenizer counts.
+  // `tokenized_prompts`: how many of a step's prompts the tokenizer counts
+  // before it samples, and at each stride of the sample.
   JobEstimator(const JobSpec& spec, PromptCounter& counter,
                int64_t tokenized_prompts = kTokenizedPrompts);
 
@@ -49,8 +52,16 @@ class JobEstimator {
     const v1::Block* block;
     int index;  // in estimate_.steps()
     std::optional<PromptCounter::ServerShape> shape;
-    int64_t tokenized_bytes = 0;
+    // The sample: every stride-th prompt (of `seen`), the stride doubling
+    // after tokenized_prompts_ of them at it.
+    int64_t seen = 0;
+    int64_t stride = 1;
+    int64_t sampled_at_stride = 0;
+    // The tokens of the prompts tokenized; their tokens and bytes, each
+    // weighted by its stride, for the tokens per byte of the rest.
     int64_t tokenized_tokens = 0;
+    int64_t weighted_tokens = 0;
+    int64_t weighted_bytes = 0;
     int64_t other_bytes = 0;  // prompts not tokenized
   };
 

@@ -58,22 +58,29 @@ JobSpec BlockSpec(const std::string& prompt_template, int n, int max_tokens) {
   return *spec;
 }
 
-// Past the prompts the tokenizer counts, the rest are scaled by the tokens
-// per byte of those it counted: 4 words in 8 bytes, so 16 bytes are 8.
-TEST(JobEstimatorTest, PromptsPastTheTokenizedOnesAreScaledByTheirBytes) {
+// Past the first prompts the tokenizer counts, it counts every 2nd for as
+// many, then every 4th..., and the rest are scaled by the tokens per byte
+// of that sample, each sampled prompt standing for its stride's prompts.
+TEST(JobEstimatorTest, PromptsPastTheTokenizedOnesAreSampledAcrossTheDataset) {
   JobSpec spec = BlockSpec("{{q}}", 1, 0);
   WordCounter counter({.tokenizer = true});
   JobEstimator estimator(spec, counter, /*tokenized_prompts=*/2);
   ASSERT_TRUE(estimator.AddShard({Row("q", "ab c"), Row("q", "d ef")}).ok());
   ASSERT_TRUE(
-      estimator.AddShard({Row("q", "ghijklmn"), Row("q", "opqrstuv")}).ok());
+      estimator.AddShard({Row("q", "g h i j"), Row("q", "klmnopq")}).ok());
+  ASSERT_TRUE(
+      estimator.AddShard({Row("q", "r s t u"), Row("q", "vwxyz12")}).ok());
+  ASSERT_TRUE(estimator.AddShard({Row("q", "3 4 5 6")}).ok());
   v1::JobEstimate estimate = estimator.Finish();
-  EXPECT_THAT(counter.asked, ElementsAre("ab c", "d ef"));
+  // Prompts 0 and 1, then 2 and 4 (stride 2), then none of 5 and 6 (4).
+  EXPECT_THAT(counter.asked, ElementsAre("ab c", "d ef", "g h i j", "r s t u"));
   const v1::StepEstimate& step = estimate.steps(0);
   EXPECT_EQ(step.prompt_tokens_counting(), v1::TOKEN_COUNTING_SAMPLED);
-  EXPECT_EQ(step.tokenized_prompts(), 2);
-  EXPECT_EQ(step.prompt_tokens(), 4 + 8);
-  EXPECT_EQ(step.requests(), 4);
+  EXPECT_EQ(step.tokenized_prompts(), 4);
+  // Weighted, the sample is 2 + 2 + 4*2 + 4*2 = 20 tokens in 4 + 4 + 7*2 +
+  // 7*2 = 36 bytes; the 7 + 7 + 7 bytes not sampled are 11.67 tokens.
+  EXPECT_EQ(step.prompt_tokens(), 2 + 2 + 4 + 4 + 12);
+  EXPECT_EQ(step.requests(), 7);
   EXPECT_FALSE(step.completion_tokens_bounded());
   EXPECT_TRUE(estimate.complete());
   EXPECT_FALSE(estimate.completion_tokens_bounded());
