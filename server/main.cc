@@ -110,6 +110,11 @@ ABSL_FLAG(int, tenant_max_jobs, 0,
 ABSL_FLAG(int, tenant_max_queued_jobs, 0,
           "jobs one tenant has waiting; beyond, RESOURCE_EXHAUSTED (0: "
           "--max_queued_jobs)");
+ABSL_FLAG(int64_t, tenant_max_enqueued_tokens, 0,
+          "prompt tokens one tenant's queued and running jobs hold together "
+          "(at 4 bytes a token of their prompts), as Azure's and LiteLLM's "
+          "enqueued-token limits; a job that would pass it is "
+          "RESOURCE_EXHAUSTED (0: no limit)");
 ABSL_FLAG(bool, reflection, true,
           "serve gRPC reflection (grpcurl list/describe) to every caller");
 ABSL_FLAG(int, max_request_mib, 256,
@@ -190,6 +195,8 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.scheduler.tenant_max_jobs = absl::GetFlag(FLAGS_tenant_max_jobs);
   options.scheduler.tenant_max_queued_jobs =
       absl::GetFlag(FLAGS_tenant_max_queued_jobs);
+  options.scheduler.tenant_max_enqueued_tokens =
+      absl::GetFlag(FLAGS_tenant_max_enqueued_tokens);
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);

@@ -51,10 +51,12 @@ absl::Status CheckAndDefault(ServerOptions& options) {
   Scheduler::Options& scheduling = options.scheduler;
   if (scheduling.max_workers < 1 || scheduling.max_jobs < 1 ||
       scheduling.max_queued_jobs < 0 || scheduling.tenant_max_jobs < 0 ||
-      scheduling.tenant_max_queued_jobs < 0) {
+      scheduling.tenant_max_queued_jobs < 0 ||
+      scheduling.tenant_max_enqueued_tokens < 0) {
     return absl::InvalidArgumentError(
         "--max_workers and --max_jobs must be at least 1, --max_queued_jobs, "
-        "--tenant_max_jobs and --tenant_max_queued_jobs at least 0");
+        "--tenant_max_jobs, --tenant_max_queued_jobs and "
+        "--tenant_max_enqueued_tokens at least 0");
   }
   if (scheduling.tenant_max_jobs == 0) {
     scheduling.tenant_max_jobs = scheduling.max_jobs;

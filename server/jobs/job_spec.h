@@ -38,6 +38,11 @@ struct JobSpec {
   // the rows of a shard past its budget (--max_shard_prompt_bytes).
   size_t max_prompt_bytes = 0;
   size_t max_shard_prompt_bytes = 0;
+  // The job's prompt tokens, counted at 4 bytes a token of its rendered
+  // prompts (a pipeline's first LLM step's) when the server limits a
+  // tenant's enqueued tokens (--tenant_max_enqueued_tokens); else 0. Set by
+  // the service once the dataset is stored, and again when it resumes.
+  int64_t enqueued_tokens = 0;
 };
 
 struct ValidationLimits {

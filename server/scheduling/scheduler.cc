@@ -59,6 +59,9 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
   StartedJobs started;
   {
     absl::MutexLock lock(&mu_);
+    if (admission == Admission::kNew) {
+      if (absl::Status s = CheckEnqueuedTokensLocked(*raw); !s.ok()) return s;
+    }
     if (static_cast<int>(running_.size()) < options_.max_jobs &&
         CountTenant(running_, tenant) < options_.tenant_max_jobs) {
       StartLocked(Entry{std::move(job)}, started);
@@ -132,6 +135,34 @@ int Scheduler::CountTenant(const EntryList& list, const std::string& tenant) {
   int count = 0;
   for (const Entry& entry : list) count += entry.job->tenant() == tenant;
   return count;
+}
+
+absl::Status Scheduler::CheckEnqueuedTokensLocked(const Job& job) const {
+  const int64_t limit = options_.tenant_max_enqueued_tokens;
+  if (limit <= 0) return absl::OkStatus();
+  int64_t enqueued = 0;
+  for (const EntryList* list : {&running_, &queued_}) {
+    for (const Entry& entry : *list) {
+      if (entry.job->tenant() == job.tenant()) {
+        enqueued += entry.job->spec().enqueued_tokens;
+      }
+    }
+  }
+  const int64_t tokens = job.spec().enqueued_tokens;
+  if (enqueued + tokens <= limit) return absl::OkStatus();
+  const std::string tenant = absl::StrCat("tenant \"", job.tenant(), "\"");
+  if (tokens > limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the job's prompts are about ", tokens, " tokens, more than ", tenant,
+        "'s limit of ", limit,
+        " enqueued prompt tokens (--tenant_max_enqueued_tokens); split the "
+        "dataset"));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      tenant, "'s queued and running jobs hold ", enqueued, " of its limit of ",
+      limit, " enqueued prompt tokens (--tenant_max_enqueued_tokens), ",
+      limit - enqueued, " left, and the job's prompts are about ", tokens,
+      "; wait for a job to finish, or cancel one"));
 }
 
 void Scheduler::PromoteQueuedLocked(StartedJobs& started) {

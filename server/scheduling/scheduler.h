@@ -50,6 +50,9 @@ class Scheduler {
     // The same, per tenant (Job::tenant()).
     int tenant_max_jobs = 16;
     int tenant_max_queued_jobs = 64;
+    // The prompt tokens (JobSpec::enqueued_tokens) of a tenant's queued and
+    // running jobs together; 0: no limit.
+    int64_t tenant_max_enqueued_tokens = 0;
   };
 
   // Starts the workers; they live until the scheduler is destroyed. Job
@@ -64,15 +67,20 @@ class Scheduler {
 
   // Runs the job now (it emits `started`) or queues it (QUEUED; `started`
   // comes when it runs). RESOURCE_EXHAUSTED when the queue is full too, or
-  // the job's tenant has as many jobs queued as it may; the message names
-  // the limit and its flags. A job resumed from the store was admitted once:
-  // kResumed queues it past every queue limit (a restart with lower limits
-  // or a smaller tokens file must not drop it). Once
-  // admitted, the scheduler calls job->MarkFinished() exactly once: after the
-  // last shard, or once the job is cancelled and none of its shards runs.
+  // the job's tenant has as many jobs queued as it may, or its jobs' prompt
+  // tokens would pass the tenant's enqueued-token limit; the message names
+  // the limit, its flags and what is left. A job resumed from the store was
+  // admitted once: kResumed queues it past every queue limit (a restart with
+  // lower limits or a smaller tokens file must not drop it). Once admitted, the
+  // scheduler calls job->MarkFinished() exactly once: after the last shard, or
+  // once the job is cancelled and none of its shards runs.
   enum class Admission { kNew, kResumed };
   absl::Status Submit(std::shared_ptr<Job> job,
                       Admission admission = Admission::kNew);
+  // Whether jobs need their JobSpec::enqueued_tokens counted.
+  bool limits_enqueued_tokens() const {
+    return options_.tenant_max_enqueued_tokens > 0;
+  }
 
   int worker_count() const { return static_cast<int>(workers_.size()); }
 
@@ -137,6 +145,9 @@ class Scheduler {
   EntryList::iterator FindDispatchableLocked()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static int CountTenant(const EntryList& list, const std::string& tenant);
+  // OK, or why `job` (new) would pass its tenant's enqueued-token limit.
+  absl::Status CheckEnqueuedTokensLocked(const Job& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's entry, running or queued; null once it has ended.
   Entry* FindEntryLocked(const Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a running entry and returns its job if nothing more will run for

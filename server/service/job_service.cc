@@ -19,6 +19,36 @@ namespace {
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 
+// Counts no tokens: a job's enqueued tokens are its prompts at 4 bytes a
+// token, with no backend asked on the admission path.
+class PromptBytesOnly final : public PromptCounter {
+ public:
+  absl::StatusOr<ServerShape> Shape(const v1::Block&) override {
+    return ServerShape{};
+  }
+  absl::StatusOr<std::vector<int64_t>> CountTokens(
+      const v1::Block&, const std::vector<std::string>&) override {
+    return absl::InternalError("PromptBytesOnly counts no tokens");
+  }
+};
+
+// JobSpec::enqueued_tokens of a job whose dataset is `dataset`.
+absl::StatusOr<int64_t> EnqueuedTokens(const JobSpec& spec,
+                                       const Dataset& dataset) {
+  PromptBytesOnly counter;
+  JobEstimator estimator(spec, counter);
+  for (int64_t first = 0; first < dataset.row_count();
+       first += spec.batch_size) {
+    SDG_ASSIGN_OR_RETURN(
+        std::vector<google::protobuf::Struct> rows,
+        dataset.ReadRows(
+            first,
+            std::min<int64_t>(spec.batch_size, dataset.row_count() - first)));
+    SDG_RETURN_IF_ERROR(estimator.AddShard(std::move(rows)));
+  }
+  return estimator.Finish().prompt_tokens();
+}
+
 }  // namespace
 
 JobService::JobService(const Options& options, BackendNames backends,
@@ -219,6 +249,11 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
   absl::StatusOr<std::shared_ptr<Dataset>> dataset =
       StoreDataset(caller, request, rows, spec);
   if (!dataset.ok()) return rejected(LogLevel::kInfo, dataset.status());
+  if (scheduler_.limits_enqueued_tokens()) {
+    absl::StatusOr<int64_t> tokens = EnqueuedTokens(spec, **dataset);
+    if (!tokens.ok()) return rejected(LogLevel::kWarning, tokens.status());
+    spec.enqueued_tokens = *tokens;
+  }
   JobRecord record;
   record.job_id = job_id;
   record.tenant = caller.tenant;
@@ -351,6 +386,16 @@ JobService::Rebuilt JobService::Rebuild(JobRecord record) {
       rebuilt.job = opened.status();
       return rebuilt;
     }
+  }
+  // A resumed job holds its share of its tenant's enqueued tokens again.
+  if (record.unfinished() && dataset != nullptr && rebuilt.invalid.ok() &&
+      scheduler_.limits_enqueued_tokens()) {
+    absl::StatusOr<int64_t> tokens = EnqueuedTokens(spec, *dataset);
+    if (!tokens.ok()) {
+      rebuilt.job = tokens.status();
+      return rebuilt;
+    }
+    spec.enqueued_tokens = *tokens;
   }
   rebuilt.job = Job::Restore(std::move(spec), std::move(record),
                              std::move(dataset), store_, metrics_);

@@ -240,5 +240,76 @@ TEST_F(EstimateTest, ARequestTheRunWouldRefuseIsRefusedTheSameWay) {
   EXPECT_EQ(sim.Stats()["requests"], 0);
 }
 
+// --tenant_max_enqueued_tokens: the prompt tokens (at 4 bytes a token) of a
+// tenant's queued and running jobs together, as Azure's and LiteLLM's
+// enqueued-token limits. Its jobs here hang on a backend that never answers
+// until they are cancelled, so they hold their share for as long as the
+// test needs.
+class EnqueuedTokensTest : public ServiceFixture {
+ protected:
+  static ServerOptions Limit(int64_t tokens) {
+    ServerOptions options;
+    options.scheduler.tenant_max_enqueued_tokens = tokens;
+    return options;
+  }
+
+  absl::Status Create(v1::GenerateJobRequest request, const std::string& id) {
+    request.set_job_id(id);
+    grpc::ClientContext context;
+    v1::Job job;
+    return FromGrpc(stub_->CreateJob(&context, request, &job));
+  }
+
+  // Cancels the job and reads its events to `finished`.
+  void CancelAndAwaitEnd(const std::string& id) {
+    ASSERT_TRUE(CancelJob(id).ok());
+    grpc::ClientContext context;
+    v1::WatchJobRequest request;
+    request.set_job_id(id);
+    auto reader = stub_->WatchJob(&context, request);
+    v1::JobEvent event;
+    bool finished = false;
+    while (reader->Read(&event)) finished = finished || event.has_finished();
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_TRUE(finished);
+  }
+
+  SimThread hanging_{WithLatency(absl::Minutes(10))};
+};
+
+TEST_F(EnqueuedTokensTest, AJobThatWouldPassTheLimitWaitsForOneToEnd) {
+  StartServer({{"sim", hanging_.url()}}, Limit(30));
+  // "Q0: why", "Q1: why word0", ...: 7 + 13 + 19 + 25 bytes, 16 tokens.
+  ASSERT_TRUE(Create(Questions(4), "first").ok());
+  absl::Status refused = Create(Questions(4), "second");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "tenant \"\"'s queued and running jobs hold 16 of its limit of 30 "
+            "enqueued prompt tokens (--tenant_max_enqueued_tokens), 14 left, "
+            "and the job's prompts are about 16; wait for a job to finish, or "
+            "cancel one");
+  // What fits in what is left is taken: 7 + 13 bytes, 5 tokens.
+  ASSERT_TRUE(Create(Questions(2), "small").ok());
+  // A job over the limit on its own says so (1,335 bytes).
+  refused = Create(Questions(20), "huge");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(),
+              HasSubstr("the job's prompts are about 334 tokens, more than "
+                        "tenant \"\"'s limit of 30 enqueued prompt tokens"));
+  // A refused job leaves nothing behind: its id is free.
+  EXPECT_EQ(GetJob("second").status().code(), absl::StatusCode::kNotFound);
+
+  // The limit holds across a restart: the resumed jobs count again.
+  RestartServer({{"sim", hanging_.url()}}, Limit(30));
+  refused = Create(Questions(4), "second");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr("hold 21 of its limit of 30"));
+
+  CancelAndAwaitEnd("first");
+  EXPECT_TRUE(Create(Questions(4), "second").ok());
+  CancelAndAwaitEnd("small");
+  CancelAndAwaitEnd("second");
+}
+
 }  // namespace
 }  // namespace sdg::testing

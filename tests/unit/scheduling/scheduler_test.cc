@@ -337,6 +337,51 @@ TEST_F(SchedulerTest, TenantLimitsQueueThenRejectNamingTheTenant) {
   EXPECT_EQ(a2->Snapshot().state(), v1::JOB_STATE_SUCCEEDED);
 }
 
+// A tenant's queued and running jobs hold their prompt tokens until they
+// end; another tenant's count apart, and a resumed job counts but is not
+// refused.
+TEST_F(SchedulerTest, EnqueuedTokensAreCountedPerTenantUntilAJobEnds) {
+  Scheduler::Options options;
+  options.max_workers = 1;
+  options.tenant_max_enqueued_tokens = 100;
+  scheduler_ = std::make_unique<Scheduler>(options, runner_, timers_, metrics_);
+  auto job = [this](const std::string& tenant, const std::string& id,
+                    int64_t tokens) {
+    JobSpec spec;
+    spec.job_id = id;
+    spec.batch_size = 1;
+    spec.num_workers = 1;
+    spec.enqueued_tokens = tokens;
+    return testing::MakeTestJob(std::move(spec), 1, store_, metrics_, tenant);
+  };
+  auto a1 = job("alice", "a1", 60);
+  ASSERT_TRUE(scheduler_->Submit(a1).ok());
+  runner_.AwaitRunning(1);
+  absl::Status refused = scheduler_->Submit(job("alice", "a2", 41));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "tenant \"alice\"'s queued and running jobs hold 60 of its limit "
+            "of 100 enqueued prompt tokens (--tenant_max_enqueued_tokens), 40 "
+            "left, and the job's prompts are about 41; wait for a job to "
+            "finish, or cancel one");
+  auto a2 = job("alice", "a2", 40);
+  ASSERT_TRUE(scheduler_->Submit(a2).ok());  // queued: exactly the limit
+  auto b1 = job("bob", "b1", 100);
+  ASSERT_TRUE(scheduler_->Submit(b1).ok());
+  auto resumed = job("alice", "resumed", 50);
+  ASSERT_TRUE(scheduler_->Submit(resumed, Scheduler::Admission::kResumed).ok());
+  EXPECT_EQ(scheduler_->Submit(job("alice", "a3", 1)).code(),
+            absl::StatusCode::kResourceExhausted);
+  runner_.Open();
+  for (const auto& ended : {a1, a2, b1, resumed}) {
+    EXPECT_TRUE(ended->AwaitFinished(absl::InfiniteFuture()));
+  }
+  // Every share is given back.
+  auto again = job("alice", "again", 100);
+  EXPECT_TRUE(scheduler_->Submit(again).ok());
+  EXPECT_TRUE(again->AwaitFinished(absl::InfiniteFuture()));
+}
+
 TEST_F(SchedulerTest, AResumedJobIsQueuedPastEveryLimit) {
   StartScheduler(/*max_workers=*/1, /*max_jobs=*/1, /*max_queued=*/0,
                  /*tenant_max_jobs=*/1, /*tenant_max_queued=*/0);
