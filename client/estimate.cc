@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "client/grpc_status.h"
 #include "client/upload.h"
 
@@ -32,6 +33,15 @@ std::string CountingName(v1::TokenCounting counting, int64_t tokenized) {
 // to a millionth of a dollar.
 std::string Count(int64_t count, absl::string_view noun) {
   return absl::StrCat(count, " ", noun, count == 1 ? "" : "s");
+}
+
+// To the second past a minute, to the millisecond below.
+std::string RoundedDuration(const google::protobuf::Duration& proto) {
+  const absl::Duration duration =
+      absl::Seconds(proto.seconds()) + absl::Nanoseconds(proto.nanos());
+  return absl::FormatDuration(absl::Trunc(
+      duration,
+      duration >= absl::Minutes(1) ? absl::Seconds(1) : absl::Milliseconds(1)));
 }
 
 std::string Dollars(double amount) {
@@ -119,6 +129,17 @@ std::string FormatEstimate(const v1::JobEstimate& estimate,
   absl::StrAppend(&text, "\n");
   for (const v1::StepEstimate& step : estimate.steps()) {
     absl::StrAppend(&text, StepLine(step), "\n");
+  }
+  if (estimate.has_min_duration()) {
+    absl::StrAppend(&text, "time at the backend's pace over its last ",
+                    estimate.measured_requests(),
+                    " replies: ", RoundedDuration(estimate.min_duration()),
+                    " to ", RoundedDuration(estimate.max_duration()),
+                    estimate.complete() ? "" : " for the steps counted", "\n");
+  } else if (!estimate.steps().empty()) {
+    absl::StrAppend(&text, "time: not known until the backend has answered ",
+                    "10 requests (", estimate.measured_requests(),
+                    " so far)\n");
   }
   if (prices.has_value()) {
     const double prompt_cost =

@@ -276,6 +276,11 @@ Backend::CallId Backend::Enqueue(Call call) {
   return id;
 }
 
+ThroughputMeter::Pace Backend::MeasuredPace() const {
+  absl::MutexLock lock(&mu_);
+  return pace_.Measure();
+}
+
 void Backend::Cancel(CallId id) {
   Completions completions;
   TimerService::TimerId backoff = 0;
@@ -480,11 +485,11 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
   response.transport = options_.api_key.Redact(response.transport);
   const bool succeeded = response.transport.ok() && response.http_code >= 200 &&
                          response.http_code < 300;
-  // For a token budget, read before the lock is taken.
+  // For a token budget and the measured pace, read before the lock is
+  // taken.
   std::optional<TokenCost> usage;
-  if (succeeded && options_.rate_limits.limits_tokens()) {
-    usage = ReplyUsage(response.body);
-  }
+  if (succeeded) usage = ReplyUsage(response.body);
+  const absl::Time now = absl::Now();
   Completions completions;
   bool redetect = false;
   {
@@ -492,6 +497,10 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     Call& call = calls_.at(id);
     call.request = 0;
     metrics_.InFlight(-1);
+    if (succeeded && !call.at_server_root) {
+      pace_.Add(now - response.elapsed, now,
+                usage.has_value() ? usage->output : 0);
+    }
     FollowServerLimits(response);
     SettleBudget(call, succeeded, usage);
     const int limit_before = pool_.TotalLimit();

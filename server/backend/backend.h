@@ -63,6 +63,7 @@
 #include "server/backend/rate_budget.h"
 #include "server/backend/retry_policy.h"
 #include "server/backend/server_detector.h"
+#include "server/backend/throughput_meter.h"
 #include "server/http/http_transport.h"
 #include "server/observability/metrics.h"
 
@@ -151,6 +152,9 @@ class Backend {
                           Done done);
   // The call completes with CANCELLED unless it already completed.
   void Cancel(CallId id);
+
+  // The pace of its last replies (throughput_meter.h).
+  ThroughputMeter::Pace MeasuredPace() const;
 
   // Whether the backend is down (see above); for tests.
   bool down() const;
@@ -293,6 +297,7 @@ class Backend {
   // Until when the server's own x-ratelimit headers hold the calls.
   absl::Time server_hold_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time budget_wait_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  ThroughputMeter pace_ ABSL_GUARDED_BY(mu_);
   TimerService::TimerId budget_timer_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Last: destroyed first, waiting for its callbacks, which use the above.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "google/protobuf/util/time_util.h"
 #include "server/pipeline/output_parser.h"
 #include "server/pipeline/pipeline_rows.h"
 
@@ -164,6 +165,28 @@ absl::Status JobEstimator::CountPrompts(
   return absl::OkStatus();
 }
 
+void JobEstimator::SetDurations(const PromptCounter::ServerShape& shape) {
+  const ThroughputMeter::Pace& pace = shape.pace;
+  estimate_.set_measured_requests(pace.requests);
+  const double busy_s = absl::ToDoubleSeconds(pace.busy);
+  if (pace.requests < kMinMeasuredRequests || busy_s <= 0) return;
+  const double at_request_pace = static_cast<double>(estimate_.requests()) *
+                                 busy_s / static_cast<double>(pace.requests);
+  double at_token_pace = at_request_pace;
+  if (estimate_.completion_tokens_bounded() && pace.completion_tokens > 0) {
+    at_token_pace = static_cast<double>(estimate_.max_completion_tokens()) *
+                    busy_s / static_cast<double>(pace.completion_tokens);
+  }
+  auto set = [](google::protobuf::Duration& out, double seconds) {
+    out = google::protobuf::util::TimeUtil::NanosecondsToDuration(
+        absl::ToInt64Nanoseconds(absl::Seconds(seconds)));
+  };
+  set(*estimate_.mutable_min_duration(),
+      std::min(at_request_pace, at_token_pace));
+  set(*estimate_.mutable_max_duration(),
+      std::max(at_request_pace, at_token_pace));
+}
+
 v1::JobEstimate JobEstimator::Finish() {
   bool complete = true;
   for (v1::StepEstimate& step : *estimate_.mutable_steps()) {
@@ -202,6 +225,9 @@ v1::JobEstimate JobEstimator::Finish() {
   }
   estimate_.set_complete(complete);
   estimate_.set_completion_tokens_bounded(bounded);
+  if (counted_.has_value() && counted_->shape.has_value()) {
+    SetDurations(*counted_->shape);
+  }
   return std::move(estimate_);
 }
 

@@ -31,6 +31,8 @@ namespace sdg {
 class JobEstimator {
  public:
   static constexpr int64_t kTokenizedPrompts = 10000;
+  // Replies a backend's pace needs before it gives a time range.
+  static constexpr int64_t kMinMeasuredRequests = 10;
 
   // `spec` (validated, models chosen) and `counter` outlive the estimator.
   // `tokenized_prompts`: how many of a step's prompts the tokenizer counts
@@ -69,6 +71,8 @@ class JobEstimator {
                const std::string& step_name);
   // Counts one shard's prompts for the counted step.
   absl::Status CountPrompts(const std::vector<std::string>& prompts);
+  // The time range at the counted step's backend's measured pace.
+  void SetDurations(const PromptCounter::ServerShape& shape);
 
   const JobSpec& spec_;
   PromptCounter& counter_;

@@ -76,7 +76,8 @@ absl::StatusOr<PromptCounter::ServerShape> BackendPromptCounter::Shape(
   if (!traits.ok()) return traits.status();
   return ServerShape{.tokenizer = ServesTokenizer(traits->kind),
                      .batching = traits->batching,
-                     .one_choice_per_request = traits->one_choice_per_request};
+                     .one_choice_per_request = traits->one_choice_per_request,
+                     .pace = (*backend)->MeasuredPace()};
 }
 
 absl::StatusOr<std::vector<int64_t>> BackendPromptCounter::CountTokens(

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "sdg/v1/generation.pb.h"
+#include "server/backend/throughput_meter.h"
 
 namespace sdg {
 
@@ -26,6 +27,8 @@ class PromptCounter {
     bool batching = false;
     // Each sample of a prompt is a request of its own (llama.cpp).
     bool one_choice_per_request = false;
+    // The backend's pace over its last replies (EstimateJob's time range).
+    ThroughputMeter::Pace pace;
   };
 
   virtual ~PromptCounter() = default;

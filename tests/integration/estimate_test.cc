@@ -162,11 +162,28 @@ TEST_F(EstimateTest, LlamaCppCountsEachSamplesRequestAndTheTemplatedChat) {
   EXPECT_EQ(stats["requests"], 0);
   EXPECT_EQ(stats["tokenize_requests"], 2 * 5);
 
+  // Before any reply, there is no pace to give a time range by.
+  EXPECT_EQ(estimate->measured_requests(), 0);
+  EXPECT_FALSE(estimate->has_min_duration());
+
   Events events = Run(request);
   ASSERT_EQ(events.Finished().state(), v1::JOB_STATE_SUCCEEDED)
       << events.Finished().reason();
   EXPECT_EQ(events.Finished().usage().prompt_tokens(), step.prompt_tokens());
   EXPECT_EQ(sim.Stats()["requests"], step.requests());
+
+  // The run's 15 replies measured the backend (not the estimate's
+  // tokenizer requests): now there is a range.
+  estimate = Estimate(request);
+  ASSERT_TRUE(estimate.ok()) << estimate.status();
+  EXPECT_EQ(estimate->measured_requests(), 15);
+  ASSERT_TRUE(estimate->has_min_duration());
+  ASSERT_TRUE(estimate->has_max_duration());
+  auto nanos = [](const google::protobuf::Duration& d) {
+    return d.seconds() * 1000000000 + d.nanos();
+  };
+  EXPECT_GT(nanos(estimate->min_duration()), 0);
+  EXPECT_LE(nanos(estimate->min_duration()), nanos(estimate->max_duration()));
 }
 
 // A hosted API serves no tokenizer: the estimate is a token per 4 bytes,

@@ -44,6 +44,26 @@ TEST(EstimateFormatTest, SaysWhatWasCountedAndTheCostRange) {
                               "$0.000048 to $0.000168\n"));
 }
 
+TEST(EstimateFormatTest, TheTimeRangeIsShownOnceTheBackendIsMeasured) {
+  v1::JobEstimate estimate = BlockEstimate();
+  estimate.set_measured_requests(4);
+  EXPECT_THAT(FormatEstimate(estimate, std::nullopt),
+              HasSubstr("time: not known until the backend has answered 10 "
+                        "requests (4 so far)\n"));
+  estimate.set_measured_requests(250);
+  estimate.mutable_min_duration()->set_seconds(95);
+  estimate.mutable_min_duration()->set_nanos(600000000);
+  estimate.mutable_max_duration()->set_seconds(130);
+  estimate.mutable_max_duration()->set_nanos(400000000);
+  EXPECT_THAT(FormatEstimate(estimate, std::nullopt),
+              HasSubstr("time at the backend's pace over its last 250 "
+                        "replies: 1m35s to 2m10s\n"));
+  estimate.mutable_min_duration()->set_seconds(1);
+  estimate.mutable_min_duration()->set_nanos(250600000);
+  EXPECT_THAT(FormatEstimate(estimate, std::nullopt),
+              HasSubstr("replies: 1.25s to 2m10s\n"));
+}
+
 TEST(EstimateFormatTest, StepsNotKnownBeforeTheRunSaySo) {
   v1::JobEstimate estimate = BlockEstimate();
   estimate.set_complete(false);

@@ -39,6 +39,17 @@ class WordCounter final : public PromptCounter {
   ServerShape shape_;
 };
 
+PromptCounter::ServerShape Server(bool tokenizer, bool batching = false,
+                                  bool one_choice = false,
+                                  ThroughputMeter::Pace pace = {}) {
+  PromptCounter::ServerShape shape;
+  shape.tokenizer = tokenizer;
+  shape.batching = batching;
+  shape.one_choice_per_request = one_choice;
+  shape.pace = pace;
+  return shape;
+}
+
 google::protobuf::Struct Row(const std::string& column,
                              const std::string& value) {
   google::protobuf::Struct row;
@@ -63,7 +74,7 @@ JobSpec BlockSpec(const std::string& prompt_template, int n, int max_tokens) {
 // of that sample, each sampled prompt standing for its stride's prompts.
 TEST(JobEstimatorTest, PromptsPastTheTokenizedOnesAreSampledAcrossTheDataset) {
   JobSpec spec = BlockSpec("{{q}}", 1, 0);
-  WordCounter counter({.tokenizer = true});
+  WordCounter counter(Server(/*tokenizer=*/true));
   JobEstimator estimator(spec, counter, /*tokenized_prompts=*/2);
   ASSERT_TRUE(estimator.AddShard({Row("q", "ab c"), Row("q", "d ef")}).ok());
   ASSERT_TRUE(
@@ -89,7 +100,8 @@ TEST(JobEstimatorTest, PromptsPastTheTokenizedOnesAreSampledAcrossTheDataset) {
 // One choice per request: each sample is a request that carries its prompt.
 TEST(JobEstimatorTest, EachSampleOfAOneChoiceServerIsARequestWithItsPrompt) {
   JobSpec spec = BlockSpec("say {{q}}", 3, 5);
-  WordCounter counter({.tokenizer = true, .one_choice_per_request = true});
+  WordCounter counter(
+      Server(/*tokenizer=*/true, /*batching=*/false, /*one_choice=*/true));
   JobEstimator estimator(spec, counter);
   ASSERT_TRUE(estimator.AddShard({Row("q", "a"), Row("q", "b c")}).ok());
   v1::JobEstimate estimate = estimator.Finish();
@@ -103,7 +115,7 @@ TEST(JobEstimatorTest, EachSampleOfAOneChoiceServerIsARequestWithItsPrompt) {
 // shard of one prompt is one request too.
 TEST(JobEstimatorTest, ABatchingServerTakesAShardsPromptsAsOneRequest) {
   JobSpec spec = BlockSpec("{{q}}", 2, 1);
-  WordCounter counter({.tokenizer = false, .batching = true});
+  WordCounter counter(Server(/*tokenizer=*/false, /*batching=*/true));
   JobEstimator estimator(spec, counter);
   ASSERT_TRUE(
       estimator.AddShard({Row("q", "1234"), Row("q", "12345678")}).ok());
@@ -131,7 +143,7 @@ constexpr char kFlattenThenTwoLlmSteps[] = R"({"pipeline": {"steps": [
 
 TEST(JobEstimatorTest, APipelinesFirstLlmStepIsCountedFromItsSeedRows) {
   JobSpec spec = testing::PipelineJobSpec(kFlattenThenTwoLlmSteps, "p", 8);
-  WordCounter counter({.tokenizer = true});
+  WordCounter counter(Server(/*tokenizer=*/true));
   JobEstimator estimator(spec, counter);
   google::protobuf::Struct seed = Row("a", "x y");
   (*seed.mutable_fields())["b"].set_string_value("z");
@@ -158,6 +170,35 @@ TEST(JobEstimatorTest, APipelinesFirstLlmStepIsCountedFromItsSeedRows) {
   // The sums are the first step's, whose completions are bounded.
   EXPECT_EQ(estimate.prompt_tokens(), 5);
   EXPECT_TRUE(estimate.completion_tokens_bounded());
+}
+
+// The time range: 4 requests at the 2 a second measured, or 40 tokens at
+// most at the 5 a second measured: 2 s to 8 s.
+TEST(JobEstimatorTest, TheTimeRangeFollowsTheBackendsMeasuredPace) {
+  JobSpec spec = BlockSpec("{{q}}", 1, 10);
+  WordCounter counter(Server(
+      /*tokenizer=*/true, false, false,
+      {.requests = 20, .completion_tokens = 50, .busy = absl::Seconds(10)}));
+  JobEstimator estimator(spec, counter);
+  ASSERT_TRUE(estimator.AddShard({Row("q", "a"), Row("q", "b")}).ok());
+  ASSERT_TRUE(estimator.AddShard({Row("q", "c"), Row("q", "d")}).ok());
+  v1::JobEstimate estimate = estimator.Finish();
+  EXPECT_EQ(estimate.measured_requests(), 20);
+  EXPECT_EQ(estimate.min_duration().seconds(), 2);
+  EXPECT_EQ(estimate.max_duration().seconds(), 8);
+}
+
+TEST(JobEstimatorTest, NoTimeRangeBeforeTheBackendHasBeenMeasured) {
+  JobSpec spec = BlockSpec("{{q}}", 1, 10);
+  WordCounter counter(Server(
+      /*tokenizer=*/true, false, false,
+      {.requests = 9, .completion_tokens = 50, .busy = absl::Seconds(10)}));
+  JobEstimator estimator(spec, counter);
+  ASSERT_TRUE(estimator.AddShard({Row("q", "a")}).ok());
+  v1::JobEstimate estimate = estimator.Finish();
+  EXPECT_EQ(estimate.measured_requests(), 9);
+  EXPECT_FALSE(estimate.has_min_duration());
+  EXPECT_FALSE(estimate.has_max_duration());
 }
 
 }  // namespace
