@@ -221,17 +221,21 @@ grpc::ServerUnaryReactor* GenerationService::GetStorageUsage(
 }
 
 grpc::ServerUnaryReactor* GenerationService::EstimateJob(
-    grpc::CallbackServerContext* context, const v1::GenerateJobRequest* request,
-    v1::JobEstimate* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   absl::StatusOr<Caller> caller = Identify(*context);
   if (!caller.ok()) return Answer(context, caller.status());
+  v1::GenerateJobRequest decoded;
+  if (absl::Status s = DecodeRequest(*request, decoded); !s.ok()) {
+    return Answer(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // It reads the dataset from the store and asks the backends' tokenizers.
-  blocking_.Post([this, reactor, request, response,
-                  caller = *std::move(caller)] {
-    absl::StatusOr<v1::JobEstimate> estimate = jobs_.Estimate(caller, *request);
+  blocking_.Post([this, reactor, response, caller = *std::move(caller),
+                  decoded = std::move(decoded)] {
+    absl::StatusOr<v1::JobEstimate> estimate = jobs_.Estimate(caller, decoded);
     const absl::Status status = estimate.status();
-    if (status.ok()) *response = *std::move(estimate);
+    if (status.ok()) *response = EncodeMessage(*estimate);
     reactor->Finish(ToGrpcStatus(status));
   });
   return reactor;

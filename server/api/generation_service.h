@@ -17,18 +17,21 @@
 namespace sdg {
 
 // The methods whose requests arrive as bytes (wire.h): every one but
-// UploadDataset, whose chunks are bytes already.
+// UploadDataset, whose chunks are bytes already, and GetStorageUsage, whose
+// request is empty.
 using GenerationServiceBase =
-    v1::GenerationService::WithRawCallbackMethod_GenerateJob<
-        v1::GenerationService::WithRawCallbackMethod_CreateJob<
-            v1::GenerationService::WithRawCallbackMethod_WatchJob<
-                v1::GenerationService::WithRawCallbackMethod_CancelJob<
-                    v1::GenerationService::WithRawCallbackMethod_GetJob<
-                        v1::GenerationService::WithRawCallbackMethod_ListJobs<
+    v1::GenerationService::WithRawCallbackMethod_EstimateJob<
+        v1::GenerationService::WithRawCallbackMethod_GenerateJob<
+            v1::GenerationService::WithRawCallbackMethod_CreateJob<
+                v1::GenerationService::WithRawCallbackMethod_WatchJob<
+                    v1::GenerationService::WithRawCallbackMethod_CancelJob<
+                        v1::GenerationService::WithRawCallbackMethod_GetJob<
                             v1::GenerationService::
-                                WithRawCallbackMethod_DeleteJob<
+                                WithRawCallbackMethod_ListJobs<
                                     v1::GenerationService::
-                                        CallbackService>>>>>>>;
+                                        WithRawCallbackMethod_DeleteJob<
+                                            v1::GenerationService::
+                                                CallbackService>>>>>>>>;
 
 class GenerationService final : public GenerationServiceBase {
  public:
@@ -68,8 +71,8 @@ class GenerationService final : public GenerationServiceBase {
       const v1::GetStorageUsageRequest* request,
       v1::StorageUsage* response) override;
   grpc::ServerUnaryReactor* EstimateJob(grpc::CallbackServerContext* context,
-                                        const v1::GenerateJobRequest* request,
-                                        v1::JobEstimate* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   // The call's caller, from its authorization metadata.

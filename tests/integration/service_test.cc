@@ -197,6 +197,15 @@ TEST_F(ServiceTest, ARequestThatDoesNotDecodeIsInvalidArgumentSayingWhy) {
     EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(status.error_message(), HasSubstr(message));
   }
+  // EstimateJob decodes the whole request, rows and all, as it arrives.
+  for (const v1::GenerateJobRequest& request : {bad_utf8, too_deep}) {
+    grpc::ClientContext context;
+    v1::JobEstimate estimate;
+    grpc::Status status = stub_->EstimateJob(&context, request, &estimate);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("the GenerateJobRequest could not be decoded"));
+  }
   grpc::ClientContext context;
   v1::WatchJobRequest watch;
   watch.set_job_id("\xff");
