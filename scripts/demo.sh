@@ -38,6 +38,12 @@ port=$(wait_for_port "$work/sdgd.out" "sdgd listening on")
 metrics_port=$(wait_for_port "$work/sdgd.out" "sdgd metrics on")
 echo "demo: llmsim on 127.0.0.1:$llmsim_port, sdgd on 127.0.0.1:$port (metrics :$metrics_port)"
 echo
+echo "What the job would take, counted by the backend's tokenizer (nothing is"
+echo "sent to the model; prices in dollars per million tokens):"
+"$build/client/sdgctl" estimate --server "127.0.0.1:$port" \
+  --input "$root/examples/seed.jsonl" \
+  --block "$root/examples/answer_block.json" --batch_size 4 --price 0.15/0.60
+echo
 
 "$build/client/sdgctl" generate --server "127.0.0.1:$port" \
   --input "$root/examples/seed.jsonl" --output "$work/generated.jsonl" \
