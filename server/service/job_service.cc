@@ -32,20 +32,32 @@ class PromptBytesOnly final : public PromptCounter {
   }
 };
 
+using ShardFn =
+    absl::FunctionRef<absl::Status(std::vector<google::protobuf::Struct>)>;
+
+// `dataset`'s rows in order, `shard_rows` at a time.
+absl::Status ReadShardsOf(const Dataset& dataset, int64_t shard_rows,
+                          ShardFn on_shard) {
+  for (int64_t first = 0; first < dataset.row_count(); first += shard_rows) {
+    SDG_ASSIGN_OR_RETURN(
+        std::vector<google::protobuf::Struct> rows,
+        dataset.ReadRows(first,
+                         std::min(shard_rows, dataset.row_count() - first)));
+    SDG_RETURN_IF_ERROR(on_shard(std::move(rows)));
+  }
+  return absl::OkStatus();
+}
+
 // JobSpec::enqueued_tokens of a job whose dataset is `dataset`.
 absl::StatusOr<int64_t> EnqueuedTokens(const JobSpec& spec,
                                        const Dataset& dataset) {
   PromptBytesOnly counter;
   JobEstimator estimator(spec, counter);
-  for (int64_t first = 0; first < dataset.row_count();
-       first += spec.batch_size) {
-    SDG_ASSIGN_OR_RETURN(
-        std::vector<google::protobuf::Struct> rows,
-        dataset.ReadRows(
-            first,
-            std::min<int64_t>(spec.batch_size, dataset.row_count() - first)));
-    SDG_RETURN_IF_ERROR(estimator.AddShard(std::move(rows)));
-  }
+  SDG_RETURN_IF_ERROR(
+      ReadShardsOf(dataset, spec.batch_size,
+                   [&estimator](std::vector<google::protobuf::Struct> rows) {
+                     return estimator.AddShard(std::move(rows));
+                   }));
   return estimator.Finish().prompt_tokens();
 }
 
@@ -153,15 +165,7 @@ absl::StatusOr<DatasetInfo> JobService::ReadShards(
         ValidateDataset(spec, upload.info, DatasetSource(request)));
     SDG_ASSIGN_OR_RETURN(std::shared_ptr<Dataset> dataset,
                          store_.OpenUpload(request.dataset_id()));
-    for (int64_t first = 0; first < dataset->row_count();
-         first += spec.batch_size) {
-      SDG_ASSIGN_OR_RETURN(
-          std::vector<google::protobuf::Struct> rows,
-          dataset->ReadRows(first,
-                            std::min<int64_t>(spec.batch_size,
-                                              dataset->row_count() - first)));
-      SDG_RETURN_IF_ERROR(on_shard(std::move(rows)));
-    }
+    SDG_RETURN_IF_ERROR(ReadShardsOf(*dataset, spec.batch_size, on_shard));
     return upload.info;
   }
   DatasetInfo info;
