@@ -486,9 +486,16 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
   const bool succeeded = response.transport.ok() && response.http_code >= 200 &&
                          response.http_code < 300;
   // For a token budget and the measured pace, read before the lock is
-  // taken.
+  // taken: the budget settles with the whole usage, the pace needs only
+  // the completion tokens, found without parsing the body.
   std::optional<TokenCost> usage;
-  if (succeeded) usage = ReplyUsage(response.body);
+  int64_t completion_tokens = 0;
+  if (succeeded && options_.rate_limits.limits_tokens()) {
+    usage = ReplyUsage(response.body);
+    if (usage.has_value()) completion_tokens = usage->output;
+  } else if (succeeded) {
+    completion_tokens = ReplyCompletionTokens(response.body);
+  }
   const absl::Time now = absl::Now();
   Completions completions;
   bool redetect = false;
@@ -498,8 +505,7 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     call.request = 0;
     metrics_.InFlight(-1);
     if (succeeded && !call.at_server_root) {
-      pace_.Add(now - response.elapsed, now,
-                usage.has_value() ? usage->output : 0);
+      pace_.Add(now - response.elapsed, now, completion_tokens);
     }
     FollowServerLimits(response);
     SettleBudget(call, succeeded, usage);

@@ -6,8 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "sdg/v1/block_defaults.h"
 
 namespace sdg {
@@ -269,6 +272,26 @@ std::optional<TokenCost> ReplyUsage(absl::string_view body) {
   }
   return TokenCost{IntegerAt(usage, "prompt_tokens"),
                    IntegerAt(usage, "completion_tokens")};
+}
+
+int64_t ReplyCompletionTokens(absl::string_view body) {
+  constexpr absl::string_view kKey = "\"completion_tokens\"";
+  const size_t key = body.rfind(kKey);
+  if (key == absl::string_view::npos) return 0;
+  absl::string_view rest = body.substr(key + kKey.size());
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (!absl::ConsumePrefix(&rest, ":")) return 0;
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  size_t digits = 0;
+  while (digits < rest.size() && digits < 18 &&
+         absl::ascii_isdigit(static_cast<unsigned char>(rest[digits]))) {
+    ++digits;
+  }
+  int64_t tokens = 0;
+  if (digits == 0 || !absl::SimpleAtoi(rest.substr(0, digits), &tokens)) {
+    return 0;
+  }
+  return tokens;
 }
 
 std::string BuildCompletionsBody(const v1::Block& block,

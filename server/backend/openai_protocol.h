@@ -65,6 +65,11 @@ TokenCost EstimateRequestTokens(absl::string_view body);
 // A 2xx reply's `usage` (prompt_tokens, completion_tokens); nullopt when it
 // has none or is not JSON.
 std::optional<TokenCost> ReplyUsage(absl::string_view body);
+// The same reply's usage.completion_tokens, found from the end of the body
+// without parsing it (usage comes last in vLLM's, llama.cpp's and OpenAI's
+// replies, and a generated text's quotes are escaped, so it cannot fake
+// the key); 0 when there is none.
+int64_t ReplyCompletionTokens(absl::string_view body);
 
 // Parses a 2xx reply. Fails with DATA_LOSS when the body is not JSON or lacks
 // `choices`, or when the choice indexes are not exactly 0..expected_choices-1;

@@ -250,6 +250,21 @@ TEST(EstimateRequestTokensTest, ReservesTheBodyAndMaxTokensTimesNPerPrompt) {
   EXPECT_EQ(EstimateRequestTokens("not json").input, 2);
 }
 
+TEST(ReplyUsageTest, CompletionTokensAreFoundFromTheEnd) {
+  EXPECT_EQ(ReplyCompletionTokens(
+                R"({"choices":[{"text":"say \"completion_tokens\": 99"}],)"
+                R"("usage":{"prompt_tokens":3,"completion_tokens" : 12,)"
+                R"("total_tokens":15}})"),
+            12);
+  // The key only inside a generated text (its quotes escaped) is no usage.
+  EXPECT_EQ(ReplyCompletionTokens(
+                R"({"choices":[{"text":"\"completion_tokens\": 99"}]})"),
+            0);
+  EXPECT_EQ(ReplyCompletionTokens(R"({"usage":{"completion_tokens":null}})"),
+            0);
+  EXPECT_EQ(ReplyCompletionTokens("not json"), 0);
+}
+
 TEST(ReplyUsageTest, ReadsTheUsageOrNothing) {
   std::optional<TokenCost> usage = ReplyUsage(
       R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":9,)"
