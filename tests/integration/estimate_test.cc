@@ -228,6 +228,41 @@ TEST_F(EstimateTest, AnUploadIsEstimatedAndStaysForTheJob) {
   EXPECT_EQ(events.Finished().usage().prompt_tokens(), 11);
 }
 
+// A file under --data_root streams through the estimate; a bad line is
+// named as the run would name it, and a path out of the root is refused.
+TEST_F(EstimateTest, ADatasetPathIsReadAsTheRunReadsIt) {
+  SimThread sim;
+  const std::string root = MakeTempDir();
+  WriteFile(root + "/in.jsonl",
+            "{\"id\": 0, \"question\": \"a b\"}\n"
+            "{\"id\": 1, \"question\": \"c\"}\n"
+            "{\"id\": 2, \"question\": \"d e f\"}\n");
+  WriteFile(root + "/bad.jsonl",
+            "{\"id\": 0, \"question\": \"a\"}\nnot json\n");
+  ServerOptions options;
+  options.service.data_root = root;
+  StartServer({{"sim", sim.url()}}, options);
+  v1::GenerateJobRequest request = Questions(0);
+  request.set_dataset_path("in.jsonl");
+
+  absl::StatusOr<v1::JobEstimate> estimate = Estimate(request);
+  ASSERT_TRUE(estimate.ok()) << estimate.status();
+  EXPECT_EQ(estimate->rows(), 3);
+  EXPECT_EQ(estimate->prompt_tokens(), 3 + 2 + 4);
+  Events events = Run(request);
+  ASSERT_EQ(events.Finished().state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(events.Finished().usage().prompt_tokens(),
+            estimate->prompt_tokens());
+
+  request.set_dataset_path("bad.jsonl");
+  absl::Status bad = Estimate(request).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("bad.jsonl: line 2: "));
+  request.set_dataset_path("../elsewhere.jsonl");
+  EXPECT_THAT(Estimate(request).status().message(),
+              HasSubstr("contains \"..\"; give a path under --data_root"));
+}
+
 // What GenerateJob refuses, EstimateJob refuses with the same words; and
 // an upload that is not there is NOT_FOUND.
 TEST_F(EstimateTest, ARequestTheRunWouldRefuseIsRefusedTheSameWay) {
