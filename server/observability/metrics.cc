@@ -146,6 +146,12 @@ Metrics::Metrics()
               .Help("Rows into, out of and failed at pipeline steps, by the "
                     "step's position in its pipeline (0 is the first).")
               .Register(*registry_)),
+      tenant_enqueued_tokens_(
+          BuildGauge()
+              .Name("sdg_tenant_enqueued_tokens")
+              .Help("Prompt tokens a tenant's queued and running jobs hold, "
+                    "with --tenant_max_enqueued_tokens.")
+              .Register(*registry_)),
       store_up_(BuildGauge()
                     .Name("sdg_store_up")
                     .Help("1 while the job store commits events; 0 while "
@@ -338,6 +344,14 @@ void Metrics::BackendTokens(const std::string& backend,
       static_cast<double>(prompt_tokens));
   generation_tokens_total_.Add(labels).Increment(
       static_cast<double>(generation_tokens));
+}
+
+void Metrics::TenantEnqueuedTokens(const std::string& tenant, int64_t tokens) {
+  // Tenants are the tokens file's, as for sdg_jobs_total.
+  tenant_enqueued_tokens_
+      .Add(tenant.empty() ? prometheus::Labels{}
+                          : prometheus::Labels{{"tenant", tenant}})
+      .Set(static_cast<double>(tokens));
 }
 
 }  // namespace sdg

@@ -107,6 +107,9 @@ class Metrics {
   // authentication is off: then the series has no tenant label).
   void BackendTokens(const std::string& backend, const std::string& tenant,
                      int64_t prompt_tokens, int64_t generation_tokens);
+  // The prompt tokens `tenant`'s queued and running jobs hold
+  // (--tenant_max_enqueued_tokens); no tenant label when it is "".
+  void TenantEnqueuedTokens(const std::string& tenant, int64_t tokens);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -135,6 +138,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& prompt_tokens_total_;
   prometheus::Family<prometheus::Counter>& generation_tokens_total_;
   prometheus::Family<prometheus::Counter>& step_rows_total_;
+  prometheus::Family<prometheus::Gauge>& tenant_enqueued_tokens_;
   prometheus::Gauge& store_up_;
   prometheus::Gauge& replica_active_;
   prometheus::Family<prometheus::Gauge>& replicas_live_;

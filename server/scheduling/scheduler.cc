@@ -84,6 +84,7 @@ absl::Status Scheduler::Submit(std::shared_ptr<Job> job, Admission admission) {
       queued_.push_back(Entry{std::move(job)});
       metrics_.JobsQueued(static_cast<double>(queued_.size()));
     }
+    ReportEnqueuedTokensLocked(tenant);
   }
   SaveRecords(started);
   // Registered outside mu_: the callback runs at once if already cancelled.
@@ -140,14 +141,7 @@ int Scheduler::CountTenant(const EntryList& list, const std::string& tenant) {
 absl::Status Scheduler::CheckEnqueuedTokensLocked(const Job& job) const {
   const int64_t limit = options_.tenant_max_enqueued_tokens;
   if (limit <= 0) return absl::OkStatus();
-  int64_t enqueued = 0;
-  for (const EntryList* list : {&running_, &queued_}) {
-    for (const Entry& entry : *list) {
-      if (entry.job->tenant() == job.tenant()) {
-        enqueued += entry.job->spec().enqueued_tokens;
-      }
-    }
-  }
+  const int64_t enqueued = EnqueuedTokensLocked(job.tenant());
   const int64_t tokens = job.spec().enqueued_tokens;
   if (enqueued + tokens <= limit) return absl::OkStatus();
   const std::string tenant = absl::StrCat("tenant \"", job.tenant(), "\"");
@@ -163,6 +157,23 @@ absl::Status Scheduler::CheckEnqueuedTokensLocked(const Job& job) const {
       limit, " enqueued prompt tokens (--tenant_max_enqueued_tokens), ",
       limit - enqueued, " left, and the job's prompts are about ", tokens,
       "; wait for a job to finish, or cancel one"));
+}
+
+int64_t Scheduler::EnqueuedTokensLocked(const std::string& tenant) const {
+  int64_t enqueued = 0;
+  for (const EntryList* list : {&running_, &queued_}) {
+    for (const Entry& entry : *list) {
+      if (entry.job->tenant() == tenant) {
+        enqueued += entry.job->spec().enqueued_tokens;
+      }
+    }
+  }
+  return enqueued;
+}
+
+void Scheduler::ReportEnqueuedTokensLocked(const std::string& tenant) {
+  if (!limits_enqueued_tokens()) return;
+  metrics_.TenantEnqueuedTokens(tenant, EnqueuedTokensLocked(tenant));
 }
 
 void Scheduler::PromoteQueuedLocked(StartedJobs& started) {
@@ -225,6 +236,7 @@ Scheduler::Ended Scheduler::TakeIfDoneLocked(EntryList::iterator entry) {
   if (CountTenant(running_, ended.job->tenant()) == 0) {
     tenant_served_.erase(ended.job->tenant());
   }
+  ReportEnqueuedTokensLocked(ended.job->tenant());
   PromoteQueuedLocked(ended.started);
   return ended;
 }
@@ -245,6 +257,7 @@ void Scheduler::OnJobCancelled(Job* job) {
         ended.on_cancel = std::move(it->on_cancel);
         queued_.erase(it);
         metrics_.JobsQueued(static_cast<double>(queued_.size()));
+        ReportEnqueuedTokensLocked(ended.job->tenant());
         break;
       }
     }

@@ -148,6 +148,12 @@ class Scheduler {
   // OK, or why `job` (new) would pass its tenant's enqueued-token limit.
   absl::Status CheckEnqueuedTokensLocked(const Job& job) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The prompt tokens `tenant`'s queued and running jobs hold, and the
+  // gauge of them, set when a job is admitted or leaves (with the limit).
+  int64_t EnqueuedTokensLocked(const std::string& tenant) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReportEnqueuedTokensLocked(const std::string& tenant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The job's entry, running or queued; null once it has ended.
   Entry* FindEntryLocked(const Job* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a running entry and returns its job if nothing more will run for

@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/latched_store.h"
@@ -366,6 +367,10 @@ TEST_F(SchedulerTest, EnqueuedTokensAreCountedPerTenantUntilAJobEnds) {
             "finish, or cancel one");
   auto a2 = job("alice", "a2", 40);
   ASSERT_TRUE(scheduler_->Submit(a2).ok());  // queued: exactly the limit
+  EXPECT_EQ(
+      testing::MetricValue(metrics_.Serialize(),
+                           R"(sdg_tenant_enqueued_tokens{tenant="alice"})"),
+      100);
   auto b1 = job("bob", "b1", 100);
   ASSERT_TRUE(scheduler_->Submit(b1).ok());
   auto resumed = job("alice", "resumed", 50);
@@ -377,6 +382,14 @@ TEST_F(SchedulerTest, EnqueuedTokensAreCountedPerTenantUntilAJobEnds) {
     EXPECT_TRUE(ended->AwaitFinished(absl::InfiniteFuture()));
   }
   // Every share is given back.
+  for (const char* tenant : {"alice", "bob"}) {
+    EXPECT_EQ(testing::MetricValue(
+                  metrics_.Serialize(),
+                  absl::StrCat(R"(sdg_tenant_enqueued_tokens{tenant=")", tenant,
+                               R"("})")),
+              0)
+        << tenant;
+  }
   auto again = job("alice", "again", 100);
   EXPECT_TRUE(scheduler_->Submit(again).ok());
   EXPECT_TRUE(again->AwaitFinished(absl::InfiniteFuture()));
