@@ -132,20 +132,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   server->http_ = *std::move(http);
 
   BackendNames backend_names;  // the default first
-  BackendShardRunner::Backends backends_by_name;
-  for (const BackendOptions& backend_options : opts.backends) {
-    if (backends_by_name.contains(backend_options.name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--backend ", backend_options.name,
-                       " is given twice; list several "
-                       "URLs as NAME=URL1,URL2 instead"));
-    }
-    auto backend = std::make_unique<Backend>(backend_options, *server->http_,
-                                             server->metrics_);
-    backend_names.push_back(backend_options.name);
-    backends_by_name[backend_options.name] = backend.get();
-    server->backends_.push_back(std::move(backend));
-  }
+  absl::StatusOr<BackendShardRunner::Backends> backends_by_name =
+      server->StartBackends(backend_names);
+  if (!backends_by_name.ok()) return backends_by_name.status();
 
   absl::StatusOr<std::shared_ptr<JobStore>> store = OpenStore(
       opts,
@@ -171,22 +160,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   server->authenticator_ = *std::move(authenticator);
 
   server->metrics_.Workers(opts.scheduler.max_workers);
-  server->options_.service.backend_models =
-      [backends = backends_by_name](const std::string& name) {
-        auto it = backends.find(name);
-        return it == backends.end() ? std::vector<std::string>()
-                                    : it->second->models();
-      };
-  server->options_.service.backend_down =
-      [backends = backends_by_name](const std::string& name) {
-        auto it = backends.find(name);
-        return it != backends.end() && it->second->down();
-      };
-  server->prompt_counter_ =
-      std::make_unique<BackendPromptCounter>(backends_by_name);
-  server->options_.service.prompt_counter = server->prompt_counter_.get();
   server->runner_ = std::make_unique<BackendShardRunner>(
-      std::move(backends_by_name), server->metrics_);
+      *std::move(backends_by_name), server->metrics_);
   server->scheduler_ = std::make_unique<Scheduler>(
       opts.scheduler, *server->runner_, *server->loop_, server->metrics_);
   server->jobs_ = std::make_unique<JobService>(
@@ -210,6 +185,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
   // standby, or while it resumes the stored jobs.
   server->metrics_server_->SetReady(true);
   return server;
+}
+
+absl::StatusOr<BackendShardRunner::Backends> Server::StartBackends(
+    BackendNames& names) {
+  BackendShardRunner::Backends by_name;
+  for (const BackendOptions& backend_options : options_.backends) {
+    if (by_name.contains(backend_options.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--backend ", backend_options.name,
+                       " is given twice; list several "
+                       "URLs as NAME=URL1,URL2 instead"));
+    }
+    auto backend = std::make_unique<Backend>(backend_options, *http_, metrics_);
+    names.push_back(backend_options.name);
+    by_name[backend_options.name] = backend.get();
+    backends_.push_back(std::move(backend));
+  }
+  options_.service.backend_models = [by_name](const std::string& name) {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? std::vector<std::string>()
+                               : it->second->models();
+  };
+  options_.service.backend_down = [by_name](const std::string& name) {
+    auto it = by_name.find(name);
+    return it != by_name.end() && it->second->down();
+  };
+  prompt_counter_ = std::make_unique<BackendPromptCounter>(by_name);
+  options_.service.prompt_counter = prompt_counter_.get();
+  return by_name;
 }
 
 absl::Status Server::StartGrpc(

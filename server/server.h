@@ -110,6 +110,11 @@ class Server {
  private:
   Server() = default;
   bool SuspendsOnShutdown() const;
+  // Makes the backends (their names into `names`, the default first) and
+  // gives the service what it asks of them: their models, whether they are
+  // down, and prompt counts for estimates.
+  absl::StatusOr<BackendShardRunner::Backends> StartBackends(
+      BackendNames& names);
   // Registers the service and opens the port; the health service serves.
   absl::Status StartGrpc(std::shared_ptr<grpc::ServerCredentials> credentials);
 
