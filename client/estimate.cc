@@ -29,8 +29,7 @@ std::string CountingName(v1::TokenCounting counting, int64_t tokenized) {
   }
 }
 
-// Cents for amounts of a dollar or more; small amounts (a short job's)
-// to a millionth of a dollar.
+// "1 row", "2 rows".
 std::string Count(int64_t count, absl::string_view noun) {
   return absl::StrCat(count, " ", noun, count == 1 ? "" : "s");
 }
@@ -44,6 +43,8 @@ std::string RoundedDuration(const google::protobuf::Duration& proto) {
       duration >= absl::Minutes(1) ? absl::Seconds(1) : absl::Milliseconds(1)));
 }
 
+// Cents for amounts of a dollar or more; small amounts (a short job's)
+// to a millionth of a dollar.
 std::string Dollars(double amount) {
   return amount >= 1 ? absl::StrFormat("$%.2f", amount)
                      : absl::StrFormat("$%.6f", amount);

@@ -511,7 +511,7 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
     SettleBudget(call, succeeded, usage);
     const int limit_before = pool_.TotalLimit();
     OnEndpointChange(call.endpoint,
-                     pool_.Release(call.endpoint, response, absl::Now()));
+                     pool_.Release(call.endpoint, response, now));
     if (pool_.TotalLimit() != limit_before) ReportLimit();
 
     const bool was_probe = id == probe_;

@@ -21,34 +21,35 @@ JobEstimator::JobEstimator(const JobSpec& spec, PromptCounter& counter,
                            int64_t tokenized_prompts)
     : spec_(spec), counter_(counter), tokenized_prompts_(tokenized_prompts) {
   if (!spec.pipeline.has_value()) {
-    AddStep(spec.block, 0, spec.block.name());
     counted_.emplace(spec.block, 0);
+    AddStep(spec.block, 0, spec.block.name(), /*counted=*/true);
     return;
   }
   for (const StepSpec& step : spec.pipeline->steps) {
     const LlmStepSpec* llm = step.llm();
     if (llm == nullptr) continue;
-    if (!counted_.has_value()) {
+    const bool first = !counted_.has_value();
+    if (first) {
       first_llm_step_ = step.index;
       counted_.emplace(llm->block, estimate_.steps_size());
     }
-    AddStep(llm->block, step.index, step.name);
+    AddStep(llm->block, step.index, step.name, /*counted=*/first);
   }
 }
 
 void JobEstimator::AddStep(const v1::Block& block, int step_index,
-                           const std::string& step_name) {
+                           const std::string& step_name, bool counted) {
   v1::StepEstimate& step = *estimate_.add_steps();
   step.set_step_index(step_index);
   step.set_step_name(step_name);
   step.set_backend(block.backend());
   step.set_model(block.model());
   step.set_samples_per_row(block.n());
-  step.set_rows_exact(estimate_.steps_size() == 1);
-  step.set_completion_tokens_bounded(block.max_tokens() > 0);
-  step.set_prompt_tokens_counting(estimate_.steps_size() == 1
-                                      ? v1::TOKEN_COUNTING_TOKENIZER
-                                      : v1::TOKEN_COUNTING_UNKNOWN);
+  // A step not counted has no rows, requests or bounds to state.
+  step.set_rows_exact(counted);
+  step.set_completion_tokens_bounded(counted && block.max_tokens() > 0);
+  step.set_prompt_tokens_counting(counted ? v1::TOKEN_COUNTING_TOKENIZER
+                                          : v1::TOKEN_COUNTING_UNKNOWN);
 }
 
 absl::Status JobEstimator::AddShard(
@@ -188,14 +189,6 @@ void JobEstimator::SetDurations(const PromptCounter::ServerShape& shape) {
 }
 
 v1::JobEstimate JobEstimator::Finish() {
-  bool complete = true;
-  for (v1::StepEstimate& step : *estimate_.mutable_steps()) {
-    if (step.prompt_tokens_counting() == v1::TOKEN_COUNTING_UNKNOWN) {
-      complete = false;
-      step.set_rows_exact(false);
-      step.set_completion_tokens_bounded(false);
-    }
-  }
   if (counted_.has_value()) {
     const CountedStep& counted = *counted_;
     v1::StepEstimate& step = *estimate_.mutable_steps(counted.index);
@@ -212,16 +205,20 @@ v1::JobEstimate JobEstimator::Finish() {
       tokens += TokensFromBytes(counted.other_bytes);
     }
     step.set_prompt_tokens(tokens);
-    if (!step.completion_tokens_bounded()) step.set_max_completion_tokens(0);
     estimate_.set_requests(step.requests());
     estimate_.set_prompt_tokens(step.prompt_tokens());
     estimate_.set_max_completion_tokens(step.max_completion_tokens());
   }
-  // Over the steps counted, as the sums are.
+  // Over the steps counted, as the sums are: a pipeline's later LLM steps
+  // are not (complete is false).
+  bool complete = true;
   bool bounded = true;
   for (const v1::StepEstimate& step : estimate_.steps()) {
-    if (step.prompt_tokens_counting() == v1::TOKEN_COUNTING_UNKNOWN) continue;
-    bounded = bounded && step.completion_tokens_bounded();
+    if (step.prompt_tokens_counting() == v1::TOKEN_COUNTING_UNKNOWN) {
+      complete = false;
+    } else {
+      bounded = bounded && step.completion_tokens_bounded();
+    }
   }
   estimate_.set_complete(complete);
   estimate_.set_completion_tokens_bounded(bounded);

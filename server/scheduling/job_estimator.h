@@ -67,8 +67,9 @@ class JobEstimator {
     int64_t other_bytes = 0;  // prompts not tokenized
   };
 
+  // `counted`: the step whose prompts AddShard counts.
   void AddStep(const v1::Block& block, int step_index,
-               const std::string& step_name);
+               const std::string& step_name, bool counted);
   // Counts one shard's prompts for the counted step.
   absl::Status CountPrompts(const std::vector<std::string>& prompts);
   // The time range at the counted step's backend's measured pace.
