@@ -111,6 +111,12 @@ class DatasetStore {
   // Removes uploads saved before `cutoff` (jobs keep their own copies).
   // Returns how many went.
   virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;
+  // `tenant`'s uploads, oldest first (the Batch API's GET /v1/files).
+  virtual absl::StatusOr<std::vector<StoredDataset>> ListUploads(
+      const std::string& tenant) = 0;
+  // Removes one upload, its record and its rows (jobs keep their own
+  // copies). NOT_FOUND (NoSuchUpload) for an upload not stored.
+  virtual absl::Status RemoveUpload(const std::string& dataset_id) = 0;
 };
 
 // Jobs' records.

@@ -1,6 +1,7 @@
 #include "server/store/memory_job_store.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
@@ -115,6 +116,28 @@ absl::StatusOr<int> MemoryJobStore::PruneUploads(absl::Time cutoff) {
     }
   }
   return pruned;
+}
+
+absl::StatusOr<std::vector<StoredDataset>> MemoryJobStore::ListUploads(
+    const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredDataset> listed;
+  for (const auto& [id, upload] : uploads_) {
+    if (upload.tenant == tenant) listed.push_back(upload);
+  }
+  std::sort(listed.begin(), listed.end(),
+            [](const StoredDataset& a, const StoredDataset& b) {
+              return std::tie(a.create_time, a.dataset.dataset_id()) <
+                     std::tie(b.create_time, b.dataset.dataset_id());
+            });
+  return listed;
+}
+
+absl::Status MemoryJobStore::RemoveUpload(const std::string& dataset_id) {
+  absl::MutexLock lock(&mu_);
+  if (uploads_.erase(dataset_id) == 0) return NoSuchUpload(dataset_id);
+  upload_datasets_.erase(dataset_id);
+  return absl::OkStatus();
 }
 
 absl::Status MemoryJobStore::AddJob(const JobRecord& record) {

@@ -573,6 +573,23 @@ void PostgresJobStore::DiscardUpload(const std::string& dataset_id) {
   (void)DropHolder(UploadHolder(dataset_id));
 }
 
+namespace {
+
+// Row `row` of a query of (dataset, info, create_ns, tenant) as an upload.
+absl::StatusOr<StoredDataset> UploadAt(const pg::Result& result, int row) {
+  StoredDataset stored;
+  const absl::string_view dataset = result.Bytes(row, 0);
+  stored.dataset.ParseFromArray(dataset.data(),
+                                static_cast<int>(dataset.size()));
+  SDG_ASSIGN_OR_RETURN(stored.info,
+                       DatasetInfo::FromJson(result.Bytes(row, 1)));
+  stored.create_time = FromNanos(result.Int64(row, 2));
+  stored.tenant = result.String(row, 3);
+  return stored;
+}
+
+}  // namespace
+
 absl::StatusOr<StoredDataset> PostgresJobStore::FindUpload(
     const std::string& dataset_id) {
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
@@ -582,14 +599,35 @@ absl::StatusOr<StoredDataset> PostgresJobStore::FindUpload(
                  "WHERE dataset_id = $1",
                  pg::Params().Text(dataset_id), "reading an upload"));
   if (found.rows() == 0) return NoSuchUpload(dataset_id);
-  StoredDataset stored;
-  const absl::string_view dataset = found.Bytes(0, 0);
-  stored.dataset.ParseFromArray(dataset.data(),
-                                static_cast<int>(dataset.size()));
-  SDG_ASSIGN_OR_RETURN(stored.info, DatasetInfo::FromJson(found.Bytes(0, 1)));
-  stored.create_time = FromNanos(found.Int64(0, 2));
-  stored.tenant = found.String(0, 3);
-  return stored;
+  return UploadAt(found, 0);
+}
+
+absl::StatusOr<std::vector<StoredDataset>> PostgresJobStore::ListUploads(
+    const std::string& tenant) {
+  SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+  SDG_ASSIGN_OR_RETURN(
+      pg::Result found,
+      conn->Exec("SELECT dataset, info, create_ns, tenant FROM uploads "
+                 "WHERE tenant = $1 ORDER BY create_ns, dataset_id",
+                 pg::Params().Text(tenant), "listing a tenant's uploads"));
+  std::vector<StoredDataset> listed;
+  for (int row = 0; row < found.rows(); ++row) {
+    SDG_ASSIGN_OR_RETURN(StoredDataset upload, UploadAt(found, row));
+    listed.push_back(std::move(upload));
+  }
+  return listed;
+}
+
+absl::Status PostgresJobStore::RemoveUpload(const std::string& dataset_id) {
+  {
+    SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
+    SDG_ASSIGN_OR_RETURN(
+        pg::Result gone,
+        conn->Exec("DELETE FROM uploads WHERE dataset_id = $1",
+                   pg::Params().Text(dataset_id), "removing an upload"));
+    if (gone.affected() == 0) return NoSuchUpload(dataset_id);
+  }
+  return DropHolder(UploadHolder(dataset_id));
 }
 
 absl::StatusOr<int> PostgresJobStore::PruneUploads(absl::Time cutoff) {

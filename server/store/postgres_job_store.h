@@ -69,6 +69,9 @@ class PostgresJobStore final : public JobStore {
   absl::StatusOr<std::shared_ptr<Dataset>> OpenUpload(
       const std::string& dataset_id) override;
   absl::StatusOr<int> PruneUploads(absl::Time cutoff) override;
+  absl::StatusOr<std::vector<StoredDataset>> ListUploads(
+      const std::string& tenant) override;
+  absl::Status RemoveUpload(const std::string& dataset_id) override;
   absl::Status AddJob(const JobRecord& record) override;
   absl::Status UpdateJob(const JobRecord& record) override;
   absl::Status RemoveJob(const std::string& job_id) override;

@@ -99,6 +99,9 @@ constexpr struct {
      "SELECT job_id FROM jobs WHERE tenant = ?"},
     {Sql::kSelectJobVersion, "reading a job's version",
      "SELECT version FROM jobs WHERE job_id = ?"},
+    {Sql::kSelectUploadsListed, "listing a tenant's uploads",
+     "SELECT dataset, info, create_ns, tenant FROM uploads WHERE tenant = ? "
+     "ORDER BY create_ns, dataset_id"},
 };
 #undef SDG_JOB_COLUMNS
 static_assert(std::size(kStatements) == SqliteJobStore::kStatementCount);
@@ -384,6 +387,22 @@ void SqliteJobStore::DiscardUpload(const std::string& dataset_id) {
   (void)RemoveTree(UploadDir(dataset_id));
 }
 
+namespace {
+
+// An upload from the current row of `stmt` (dataset, info, create_ns,
+// tenant).
+absl::StatusOr<StoredDataset> UploadAt(sqlite3_stmt* stmt) {
+  StoredDataset stored;
+  stored.dataset.ParseFromString(ColumnBytes(stmt, 0));
+  SDG_ASSIGN_OR_RETURN(stored.info,
+                       DatasetInfo::FromJson(ColumnBytes(stmt, 1)));
+  stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
+  stored.tenant = ColumnBytes(stmt, 3);
+  return stored;
+}
+
+}  // namespace
+
 absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
     const std::string& dataset_id) {
   absl::MutexLock lock(&mu_);
@@ -393,15 +412,35 @@ absl::StatusOr<StoredDataset> SqliteJobStore::FindUpload(
   const int rc = sqlite3_step(stmt);
   if (rc == SQLITE_DONE) return NoSuchUpload(dataset_id);
   if (rc != SQLITE_ROW) return Error(Doing(Sql::kSelectUpload));
-  StoredDataset stored;
-  stored.dataset.ParseFromString(ColumnBytes(stmt, 0));
-  absl::StatusOr<DatasetInfo> info =
-      DatasetInfo::FromJson(ColumnBytes(stmt, 1));
-  if (!info.ok()) return info.status();
-  stored.info = *std::move(info);
-  stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
-  stored.tenant = ColumnBytes(stmt, 3);
-  return stored;
+  return UploadAt(stmt);
+}
+
+absl::StatusOr<std::vector<StoredDataset>> SqliteJobStore::ListUploads(
+    const std::string& tenant) {
+  absl::MutexLock lock(&mu_);
+  SDG_ASSIGN_OR_RETURN(StatementUse use, Prepared(Sql::kSelectUploadsListed));
+  BindText(use.get(), 1, tenant);
+  std::vector<StoredDataset> listed;
+  int rc;
+  while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
+    SDG_ASSIGN_OR_RETURN(StoredDataset upload, UploadAt(use.get()));
+    listed.push_back(std::move(upload));
+  }
+  if (rc != SQLITE_DONE) return Error(Doing(Sql::kSelectUploadsListed));
+  return listed;
+}
+
+absl::Status SqliteJobStore::RemoveUpload(const std::string& dataset_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    SDG_ASSIGN_OR_RETURN(int removed,
+                         Execute(Sql::kDeleteUpload, [&](sqlite3_stmt* stmt) {
+                           BindText(stmt, 1, dataset_id);
+                         }));
+    if (removed == 0) return NoSuchUpload(dataset_id);
+  }
+  DiscardUpload(dataset_id);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {

@@ -328,6 +328,52 @@ TEST_P(StoreConformanceTest, PruningTakesOnlyUploadsSavedBeforeTheCutoff) {
   EXPECT_TRUE(store_->FindUpload("new").ok());
 }
 
+TEST_P(StoreConformanceTest, ATenantsUploadsListOldestFirstWithTheirNames) {
+  Upload("b-new", {"x"}, absl::FromUnixSeconds(1700000100), "alice");
+  Upload("a-old", {"x", "y"}, absl::FromUnixSeconds(1700000000), "alice");
+  Upload("bobs", {"x"}, absl::FromUnixSeconds(1700000050), "bob");
+  StoredDataset named;
+  named.dataset.set_dataset_id("named");
+  named.dataset.set_filename("lines.jsonl");
+  named.dataset.set_purpose("batch");
+  named.tenant = "alice";
+  named.create_time = absl::FromUnixSeconds(1700000200);
+  auto builder = store_->NewUpload("named");
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  ASSERT_TRUE((*builder)->Finish().ok());
+  ASSERT_TRUE(store_->SaveUpload(named).ok());
+
+  auto listed = store_->ListUploads("alice");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::string> ids;
+  for (const StoredDataset& upload : *listed) {
+    ids.push_back(upload.dataset.dataset_id());
+  }
+  EXPECT_THAT(ids, ElementsAre("a-old", "b-new", "named"));
+  EXPECT_EQ((*listed)[0].info.rows, 2);
+  EXPECT_EQ((*listed)[2].dataset.filename(), "lines.jsonl");
+  EXPECT_EQ((*listed)[2].dataset.purpose(), "batch");
+  EXPECT_EQ((*listed)[2].create_time, absl::FromUnixSeconds(1700000200));
+  ASSERT_TRUE(store_->ListUploads("carol").ok());
+  EXPECT_TRUE(store_->ListUploads("carol")->empty());
+}
+
+TEST_P(StoreConformanceTest, ARemovedUploadIsGoneButAJobKeepsItsRows) {
+  Upload("ds", {"a", "b"}, absl::FromUnixSeconds(1700000000));
+  ASSERT_TRUE(store_->UseUploadedDataset("ds", "job").ok());
+  ASSERT_TRUE(store_->RemoveUpload("ds").ok());
+  EXPECT_EQ(store_->FindUpload("ds").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->OpenUpload("ds").status().code(),
+            absl::StatusCode::kNotFound);
+  auto dataset = store_->OpenJobDataset("job");
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_THAT(Questions(**dataset, 0, 2), ElementsAre("a", "b"));
+  absl::Status again = store_->RemoveUpload("ds");
+  EXPECT_EQ(again.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(again.message(), HasSubstr("\"ds\""));
+}
+
 // --- Event logs --------------------------------------------------------------
 
 TEST_P(StoreConformanceTest, EventsAreNumberedAndReadInOrderOnceCommitted) {
