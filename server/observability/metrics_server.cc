@@ -13,54 +13,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/listen_address.h"
 
 namespace sdg {
-namespace {
-
-// HOST:PORT or [IPv6]:PORT with PORT 0..65535 (libevent's own parser refuses
-// port 0, which tests use).
-absl::StatusOr<std::pair<sockaddr_storage, int>> ParseListenAddress(
-    const std::string& listen) {
-  auto invalid = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics_listen must be HOST:PORT or [IPv6]:PORT, got \"", listen,
-        "\""));
-  };
-  size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(listen.substr(colon + 1), &port) || port < 0 ||
-      port > 65535) {
-    return invalid();
-  }
-  std::string host = listen.substr(0, colon);
-  sockaddr_storage address{};
-  int length = 0;
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    if (evutil_inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(),
-                         &v6->sin6_addr) != 1) {
-      return invalid();
-    }
-    length = sizeof(sockaddr_in6);
-  } else {
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    if (evutil_inet_pton(AF_INET, host.c_str(), &v4->sin_addr) != 1) {
-      return invalid();
-    }
-    length = sizeof(sockaddr_in);
-  }
-  return std::pair(address, length);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     const std::string& listen, const Metrics& metrics) {
   // Lets the destructor stop the loop from another thread.
@@ -68,10 +24,9 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   if (threads_ready != 0) {
     return absl::InternalError("evthread_use_pthreads failed");
   }
-  absl::StatusOr<std::pair<sockaddr_storage, int>> parsed =
-      ParseListenAddress(listen);
+  absl::StatusOr<ListenAddress> parsed =
+      ParseListenAddress(listen, "--metrics_listen");
   if (!parsed.ok()) return parsed.status();
-  auto [address, length] = *parsed;
   std::unique_ptr<MetricsServer> server(new MetricsServer(metrics));
   server->base_ = event_base_new();
   server->http_ = server->base_ ? evhttp_new(server->base_) : nullptr;
@@ -81,7 +36,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   evconnlistener* listener = evconnlistener_new_bind(
       server->base_, nullptr, nullptr,
       LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
-      reinterpret_cast<sockaddr*>(&address), length);
+      reinterpret_cast<sockaddr*>(&parsed->address),
+      static_cast<int>(parsed->length));
   if (listener == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", listen, ": ",
