@@ -86,6 +86,11 @@ std::vector<std::string> Backend::models() const {
   return models_;
 }
 
+bool Backend::ServesModel(const std::string& model) const {
+  absl::MutexLock lock(&mu_);
+  return std::find(models_.begin(), models_.end(), model) != models_.end();
+}
+
 bool Backend::down() const {
   absl::MutexLock lock(&mu_);
   return outage_.down();
@@ -527,7 +532,9 @@ void Backend::OnResponse(CallId id, HttpResponse response) {
       Finish(id, {absl::CancelledError("request cancelled"), "", call.attempts},
              completions);
     } else if (succeeded) {
-      Finish(id, {absl::OkStatus(), std::move(response.body), call.attempts},
+      Finish(id,
+             {absl::OkStatus(), std::move(response.body), call.attempts,
+              static_cast<int>(response.http_code)},
              completions);
     } else if (call.samples > 1 && response.transport.ok() &&
                IsChoiceCountRefusal(response.http_code, response.body)) {
@@ -607,7 +614,10 @@ void Backend::RetryOrFinish(CallId id, const HttpResponse& response,
           "every endpoint of backend \"", options_.name, "\" is failing: ",
           pool_.FailureSummary(), "; last error: ", status.message()));
     }
-    Finish(id, {std::move(status), "", call.attempts}, out);
+    Finish(id,
+           {std::move(status), "", call.attempts,
+            response.transport.ok() ? static_cast<int>(response.http_code) : 0},
+           out);
     return;
   }
   const std::string reason = RetryPolicy::OutcomeLabel(response);

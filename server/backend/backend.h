@@ -102,6 +102,8 @@ struct BackendReply {
   absl::Status status;
   std::string body;
   int attempts = 0;
+  // The HTTP status of the last attempt's reply (0: no reply came).
+  int http_status = 0;
   // The server takes one choice per request and the call asked for more:
   // nothing was generated, `status` says so and `body` is the request's
   // body, to be sent again as one request per sample.
@@ -144,6 +146,8 @@ class Backend {
   // worth retrying. `samples` is the body's n (choices per prompt).
   CallId Post(absl::string_view path, std::string json_body, Done done,
               int samples = 1);
+  // Whether its /v1/models listed `model` at the last detection.
+  bool ServesModel(const std::string& model) const;
   // POSTs `json_body` to `path` at the server's root (the base URL without
   // /v1), where vLLM and llama.cpp serve /tokenize: within the in-flight
   // cap, retried as Post is, but outside the rate budget (it generates

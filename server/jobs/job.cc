@@ -421,8 +421,13 @@ void Job::EndSuspendedLocked(const absl::Status& stop_reason) {
 }
 
 void Job::EndFinishedLocked(const absl::Status& stop_reason) {
-  const JobEnd end = EndOf(stop_reason, tally_, is_pipeline(),
-                           plan_.total_rows(), source_.shards_cut());
+  JobEnd end = EndOf(stop_reason, tally_, is_pipeline(), plan_.total_rows(),
+                     source_.shards_cut());
+  // An OpenAI batch that ran to its end is completed: its failed lines are
+  // in its error file (the rows_failed count says how many).
+  if (spec_.openai_batch.has_value() && stop_reason.ok()) {
+    end = {v1::JOB_STATE_SUCCEEDED, ""};
+  }
   const bool ran = run_start_ != absl::InfinitePast();
   const absl::Time end_time = absl::Now();
   metrics_.JobFinished(tenant_, StateLabel(end.state), ran);
@@ -532,6 +537,9 @@ v1::Job DescribeStored(const JobSpec& spec, const JobRecord& record) {
   job.set_last_sequence(record.last_sequence);
   if (spec.pipeline.has_value()) {
     job.set_pipeline_steps(static_cast<int32_t>(spec.pipeline->steps.size()));
+  }
+  if (spec.openai_batch.has_value()) {
+    *job.mutable_openai_batch() = *spec.openai_batch;
   }
   return job;
 }

@@ -12,7 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/quote.h"
+#include "base/status_macros.h"
 #include "sdg/v1/block_defaults.h"
+#include "server/jobs/batch_line.h"
 
 namespace sdg {
 namespace {
@@ -455,6 +457,8 @@ absl::Status ValidateDatasetSource(const v1::GenerateJobRequest& request,
 absl::Status ValidateDataset(const JobSpec& spec, const DatasetInfo& dataset,
                              absl::string_view source) {
   if (dataset.rows == 0) return Invalid(source, "the dataset is empty");
+  // A batch's lines are checked as they are read (batch_line.h).
+  if (spec.openai_batch.has_value()) return absl::OkStatus();
   // A pipeline's steps make and drop columns; a row without a column a step
   // needs fails at that step, with its own error.
   if (spec.pipeline.has_value()) return absl::OkStatus();
@@ -487,6 +491,44 @@ std::string NewJobId() {
   return absl::StrFormat("%016x", absl::Uniform<uint64_t>(*bitgen));
 }
 
+namespace {
+
+// An OpenAI batch's job: its endpoint and window; its lines are checked
+// against them when the batch is admitted (batch_line.h).
+absl::Status ValidateBatch(const v1::GenerateJobRequest& request,
+                           const BackendNames& backends, JobSpec& spec) {
+  const v1::OpenAIBatch& batch = request.openai_batch();
+  if (request.has_block() || request.has_pipeline()) {
+    return Invalid("openai_batch",
+                   "give a block, a pipeline or a batch, not two");
+  }
+  if (request.dataset_id().empty()) {
+    return Invalid("openai_batch",
+                   "a batch's lines are an uploaded file: set dataset_id");
+  }
+  if (!IsBatchEndpoint(batch.endpoint())) {
+    return Invalid("openai_batch.endpoint",
+                   absl::StrCat(Quoted(batch.endpoint()),
+                                " is not one of /v1/chat/completions, "
+                                "/v1/completions and /v1/embeddings"));
+  }
+  if (batch.completion_window() != "24h") {
+    return Invalid("openai_batch.completion_window",
+                   absl::StrCat(Quoted(batch.completion_window()),
+                                " is not supported; use \"24h\""));
+  }
+  if (batch.output_expires_after_seconds() < 0) {
+    return Invalid("openai_batch.output_expires_after_seconds",
+                   "must not be negative");
+  }
+  spec.openai_batch = batch;
+  spec.block.set_name("openai-batch");
+  spec.block.set_backend(backends.empty() ? "" : backends.front());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
                                         const BackendNames& backends,
                                         const ValidationLimits& limits) {
@@ -499,10 +541,13 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
 
   spec.job_id = request.job_id().empty() ? NewJobId() : request.job_id();
 
-  absl::StatusOr<std::optional<PipelineSpec>> pipeline =
-      ValidatePipeline(request, backends, limits);
-  if (!pipeline.ok()) return pipeline.status();
-  if (pipeline->has_value()) {
+  if (request.has_openai_batch()) {
+    SDG_RETURN_IF_ERROR(ValidateBatch(request, backends, spec));
+  } else if (absl::StatusOr<std::optional<PipelineSpec>> pipeline =
+                 ValidatePipeline(request, backends, limits);
+             !pipeline.ok()) {
+    return pipeline.status();
+  } else if (pipeline->has_value()) {
     spec.pipeline = *std::move(*pipeline);
     // For logs and GetJob: the backend of the first LLM step.
     for (const StepSpec& step : spec.pipeline->steps) {
@@ -544,6 +589,10 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
                                   limits.max_num_workers);
       !s.ok()) {
     return s;
+  }
+  if (spec.openai_batch.has_value()) {
+    // The completion window: a batch still running after it expires.
+    spec.timeout = absl::Hours(24);
   }
   if (request.has_timeout()) {
     const auto& timeout = request.timeout();

@@ -29,6 +29,10 @@ struct JobSpec {
   PromptTemplate prompt_template;
   // Set when the job runs a pipeline instead of the block.
   std::optional<PipelineSpec> pipeline;
+  // Set when the job runs an OpenAI batch instead of the block: its rows
+  // are the input file's lines (batch_line.h). `block` then only names the
+  // job ("openai-batch") and the default backend, for logs and GetJob.
+  std::optional<v1::OpenAIBatch> openai_batch;
   int batch_size = 0;
   int num_workers = 0;
   v1::ErrorPolicy error_policy = v1::ERROR_POLICY_CONTINUE;

@@ -98,12 +98,14 @@ std::vector<LogEvent> BlockShardEvents(const ShardSpec& shard,
     while (end < failed.size() &&
            failed[end].row_index == failed[end - 1].row_index + 1 &&
            failed[end].status == failed[i].status &&
-           failed[end].attempts == failed[i].attempts) {
+           failed[end].attempts == failed[i].attempts &&
+           failed[end].http_status == failed[i].http_status) {
       ++end;
     }
     group.push_back(ShardErrorEvent(shard, failed[i].row_index,
                                     static_cast<int64_t>(end - i),
                                     failed[i].status, failed[i].attempts));
+    group.back().mutable_shard_error()->set_http_status(failed[i].http_status);
     i = end;
   }
   SetShardUsage(outcome.usage, group);

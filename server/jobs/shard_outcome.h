@@ -25,6 +25,8 @@ struct RowFailure {
   absl::Status status;
   // HTTP attempts of the request that failed (0: none was sent).
   int attempts = 0;
+  // The HTTP status of its last reply (0: none came).
+  int http_status = 0;
 };
 
 struct ShardOutcome {

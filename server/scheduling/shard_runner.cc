@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "server/backend/openai_protocol.h"
 #include "server/backend/sample_fanout.h"
+#include "server/jobs/batch_line.h"
 
 namespace sdg {
 namespace {
@@ -103,12 +104,30 @@ class BackendShardRunner::RequestBatch
     path_ = path;
     samples_ = samples;
     for (size_t i = 0; i < bodies.size(); ++i) {
-      Record(backend.Post(
-          path, std::move(bodies[i]),
-          [self = shared_from_this(), i](BackendReply reply) {
-            self->OnReply(i, std::move(reply));
-          },
-          samples));
+      Record(backend, backend.Post(
+                          path, std::move(bodies[i]),
+                          [self = shared_from_this(), i](BackendReply reply) {
+                            self->OnReply(i, std::move(reply));
+                          },
+                          samples));
+    }
+    on_cancel_ = token.OnCancel([this] { CancelAll(); });
+    Arrive(std::nullopt, {});
+  }
+
+  // Requests each to its own backend, one choice each (an OpenAI batch's
+  // lines, whose models may be served by different backends).
+  void SendEach(absl::string_view path,
+                std::vector<std::pair<Backend*, std::string>> requests,
+                CancellationToken& token) {
+    path_ = path;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      Backend& backend = *requests[i].first;
+      Record(backend,
+             backend.Post(path, std::move(requests[i].second),
+                          [self = shared_from_this(), i](BackendReply reply) {
+                            self->Arrive(i, std::move(reply));
+                          }));
     }
     on_cancel_ = token.OnCancel([this] { CancelAll(); });
     Arrive(std::nullopt, {});
@@ -138,37 +157,38 @@ class BackendShardRunner::RequestBatch
     }
     auto samples = std::make_shared<SampleReplies>(samples_);
     for (int s = 0; s < samples_; ++s) {
-      Record(backend_->Post(
-          path_, std::move((*bodies)[s]),
-          [self = shared_from_this(), samples, index, s](BackendReply reply) {
-            if (std::optional<BackendReply> merged =
-                    samples->Add(s, std::move(reply))) {
-              self->Arrive(index, *std::move(merged));
-            }
-          }));
+      Record(*backend_,
+             backend_->Post(path_, std::move((*bodies)[s]),
+                            [self = shared_from_this(), samples, index,
+                             s](BackendReply reply) {
+                              if (std::optional<BackendReply> merged =
+                                      samples->Add(s, std::move(reply))) {
+                                self->Arrive(index, *std::move(merged));
+                              }
+                            }));
     }
   }
 
   // A call posted: cancelled at once if the token fired meanwhile.
-  void Record(Backend::CallId call) {
+  void Record(Backend& backend, Backend::CallId call) {
     bool cancelled;
     {
       absl::MutexLock lock(&mu_);
-      calls_.push_back(call);
+      calls_.emplace_back(&backend, call);
       cancelled = cancelled_;
     }
-    if (cancelled) backend_->Cancel(call);
+    if (cancelled) backend.Cancel(call);
   }
 
   void CancelAll() {
-    std::vector<Backend::CallId> calls;
+    std::vector<std::pair<Backend*, Backend::CallId>> calls;
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
       calls = calls_;
     }
     // Outside mu_: a cancelled call completes at once, into Arrive.
-    for (Backend::CallId call : calls) backend_->Cancel(call);
+    for (auto [backend, call] : calls) backend->Cancel(call);
   }
 
   // A reply (or, with no index, the end of Send) has come.
@@ -183,13 +203,14 @@ class BackendShardRunner::RequestBatch
     std::move(on_all)();
   }
 
-  // Written by Send before any reply can come.
+  // Written by Send before any reply can come (SendEach's calls never come
+  // back for one sample at a time: they read only path_).
   Backend* backend_ = nullptr;
   absl::string_view path_;
   int samples_ = 1;
   CancellationToken::Registration on_cancel_;
   absl::Mutex mu_;
-  std::vector<Backend::CallId> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<Backend*, Backend::CallId>> calls_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<BackendReply> replies_ ABSL_GUARDED_BY(mu_);
   size_t remaining_ ABSL_GUARDED_BY(mu_);
@@ -309,6 +330,117 @@ class BackendShardRunner::BlockShard
   CancellationToken& token_;
   ShardRunner::Ready ready_;
   Call call_;
+};
+
+// An OpenAI batch's shard: each line's body sent as it is to the backend
+// that serves its model, and each reply kept whole: a 2xx reply is the
+// line's result row (custom_id, status_code, request_id, body: the reply's
+// JSON text), any other ends the line as a failed row with its HTTP
+// status (batch_line.h writes both into the batch's files).
+class BackendShardRunner::BatchShard
+    : public std::enable_shared_from_this<BatchShard> {
+ public:
+  BatchShard(const BackendShardRunner& runner, const JobSpec& spec,
+             const ShardSpec& shard, BlockInput rows, CancellationToken& token,
+             ShardRunner::Ready ready)
+      : runner_(runner),
+        spec_(spec),
+        shard_(shard),
+        rows_(std::move(rows)),
+        token_(token),
+        ready_(std::move(ready)) {}
+
+  void Start() {
+    if (std::optional<ShardOutcome> outcome = Send()) {
+      ready_(Done(*std::move(outcome)));
+    }
+  }
+
+ private:
+  std::optional<ShardOutcome> Send() {
+    if (token_.IsCancelled()) return Failed(token_.reason());
+    std::vector<std::pair<Backend*, std::string>> requests;
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      const int64_t row_index = shard_.first_row + static_cast<int64_t>(r);
+      ParsedBatchLine parsed = ParseBatchLine(RowLine(rows_[r]), row_index + 1);
+      // Admission checked every line: one that fails here was changed in
+      // the store.
+      if (!parsed.line.has_value()) {
+        failed_rows_.push_back(RowFailure{
+            row_index, absl::InvalidArgumentError(parsed.error.message()), 0});
+        continue;
+      }
+      requests.emplace_back(
+          runner_.BackendForModel(spec_.block.backend(), parsed.line->model),
+          std::move(parsed.line->body));
+      custom_ids_.push_back(std::move(parsed.line->custom_id));
+      sent_.push_back(row_index);
+    }
+    if (requests.empty()) return Outcome({});
+    batch_ = std::make_shared<RequestBatch>(
+        requests.size(), [self = shared_from_this()]() mutable {
+          self->ready_([self] { return self->Continue(); });
+        });
+    // The line's url without the base URLs' /v1.
+    const absl::string_view path =
+        absl::string_view(spec_.openai_batch->endpoint()).substr(3);
+    std::shared_ptr<RequestBatch> batch = batch_;
+    batch->SendEach(path, std::move(requests), token_);
+    return std::nullopt;
+  }
+
+  std::optional<ShardOutcome> Continue() {
+    std::vector<BackendReply> replies = batch_->TakeReplies();
+    if (token_.IsCancelled()) return Failed(token_.reason());
+    return Outcome(std::move(replies));
+  }
+
+  ShardOutcome Outcome(std::vector<BackendReply> replies) {
+    ShardOutcome outcome;
+    outcome.failed_rows = std::move(failed_rows_);
+    for (size_t q = 0; q < replies.size(); ++q) {
+      BackendReply& reply = replies[q];
+      if (!reply.status.ok()) {
+        outcome.failed_rows.push_back(
+            RowFailure{sent_[q], std::move(reply.status), reply.attempts,
+                       reply.http_status});
+        continue;
+      }
+      if (std::optional<TokenCost> usage = ReplyUsage(reply.body)) {
+        v1::TokenUsage& total = outcome.usage;
+        total.set_prompt_tokens(total.prompt_tokens() + usage->input);
+        total.set_completion_tokens(total.completion_tokens() + usage->output);
+      }
+      v1::ResultRow& row = outcome.rows.emplace_back();
+      row.set_row_index(sent_[q]);
+      auto& columns = *row.mutable_columns()->mutable_fields();
+      columns["custom_id"].set_string_value(std::move(custom_ids_[q]));
+      columns["status_code"].set_number_value(reply.http_status);
+      columns["request_id"].set_string_value(
+          BatchRequestId(spec_.job_id, sent_[q]));
+      columns["body"].set_string_value(std::move(reply.body));
+    }
+    std::sort(outcome.failed_rows.begin(), outcome.failed_rows.end(),
+              [](const RowFailure& a, const RowFailure& b) {
+                return a.row_index < b.row_index;
+              });
+    runner_.metrics_.BackendTokens(spec_.block.backend(), spec_.tenant,
+                                   outcome.usage.prompt_tokens(),
+                                   outcome.usage.completion_tokens());
+    return outcome;
+  }
+
+  const BackendShardRunner& runner_;
+  const JobSpec& spec_;
+  const ShardSpec shard_;
+  BlockInput rows_;
+  // The lines sent, in order: their rows and custom_ids.
+  std::vector<int64_t> sent_;
+  std::vector<std::string> custom_ids_;
+  std::vector<RowFailure> failed_rows_;
+  CancellationToken& token_;
+  ShardRunner::Ready ready_;
+  std::shared_ptr<RequestBatch> batch_;
 };
 
 // A pipeline stage's shard: its steps in order, column steps on the worker,
@@ -475,6 +607,13 @@ void BackendShardRunner::Start(const JobSpec& spec, const ShardSpec& shard,
         ->Start();
     return;
   }
+  if (spec.openai_batch.has_value()) {
+    std::make_shared<BatchShard>(*this, spec, shard,
+                                 std::get<BlockInput>(std::move(input)), token,
+                                 std::move(ready))
+        ->Start();
+    return;
+  }
   std::make_shared<BlockShard>(*this, spec, shard,
                                std::get<BlockInput>(std::move(input)), token,
                                std::move(ready))
@@ -490,6 +629,16 @@ absl::StatusOr<Backend*> BackendShardRunner::BackendFor(
         absl::StrCat("backend \"", block.backend(), "\" is not configured"));
   }
   return found->second;
+}
+
+Backend* BackendShardRunner::BackendForModel(const std::string& fallback,
+                                             const std::string& model) const {
+  Backend* first = backends_.at(fallback);
+  if (first->ServesModel(model)) return first;
+  for (const auto& [name, backend] : backends_) {
+    if (backend->ServesModel(model)) return backend;
+  }
+  return first;
 }
 
 absl::StatusOr<BackendShardRunner::Call> BackendShardRunner::PrepareCall(

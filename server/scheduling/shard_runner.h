@@ -107,8 +107,13 @@ class BackendShardRunner final : public ShardRunner {
   // (shard_runner.cc).
   class BlockShard;
   class StageShard;
+  class BatchShard;
 
   absl::StatusOr<Backend*> BackendFor(const v1::Block& block) const;
+  // The backend that lists `model` in its /v1/models, `fallback` first; else
+  // `fallback` (an OpenAI batch line's backend).
+  Backend* BackendForModel(const std::string& fallback,
+                           const std::string& model) const;
   // The requests for `prompts` with `block` (one each, or one for all where
   // the backend batches), not yet sent; `on_replied` runs once, on any
   // thread, when the last reply is in. Waits only for the backend's first

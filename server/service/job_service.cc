@@ -10,6 +10,7 @@
 #include "base/quote.h"
 #include "base/status_macros.h"
 #include "sdg/v1/block_defaults.h"
+#include "server/jobs/batch_line.h"
 #include "server/scheduling/job_estimator.h"
 #include "server/service/storage_quota.h"
 
@@ -35,6 +36,9 @@ class PromptBytesOnly final : public PromptCounter {
 using ShardFn =
     absl::FunctionRef<absl::Status(std::vector<google::protobuf::Struct>)>;
 
+// Rows read at a time from an OpenAI batch's input file.
+constexpr int64_t kBatchReadRows = 1024;
+
 // `dataset`'s rows in order, `shard_rows` at a time.
 absl::Status ReadShardsOf(const Dataset& dataset, int64_t shard_rows,
                           ShardFn on_shard) {
@@ -48,9 +52,22 @@ absl::Status ReadShardsOf(const Dataset& dataset, int64_t shard_rows,
   return absl::OkStatus();
 }
 
-// JobSpec::enqueued_tokens of a job whose dataset is `dataset`.
+// JobSpec::enqueued_tokens of a job whose dataset is `dataset`: an OpenAI
+// batch's lines at 4 bytes a token, another job's rendered prompts.
 absl::StatusOr<int64_t> EnqueuedTokens(const JobSpec& spec,
                                        const Dataset& dataset) {
+  if (spec.openai_batch.has_value()) {
+    int64_t bytes = 0;
+    SDG_RETURN_IF_ERROR(
+        ReadShardsOf(dataset, kBatchReadRows,
+                     [&bytes](std::vector<google::protobuf::Struct> rows) {
+                       for (const auto& row : rows) {
+                         bytes += static_cast<int64_t>(RowLine(row).size());
+                       }
+                       return absl::OkStatus();
+                     }));
+    return (bytes + 3) / 4;
+  }
   PromptBytesOnly counter;
   JobEstimator estimator(spec, counter);
   SDG_RETURN_IF_ERROR(
@@ -137,6 +154,10 @@ absl::StatusOr<v1::JobEstimate> JobService::Estimate(
   }
   SDG_ASSIGN_OR_RETURN(JobSpec spec,
                        ValidateRequest(request, backends_, options_.limits));
+  if (spec.openai_batch.has_value()) {
+    return absl::InvalidArgumentError(
+        "openai_batch: EstimateJob estimates blocks and pipelines");
+  }
   SDG_RETURN_IF_ERROR(ValidateDatasetSource(request, request.rows_size()));
   SDG_RETURN_IF_ERROR(ChooseModels(spec));
   JobEstimator estimator(spec, *options_.prompt_counter);
@@ -190,6 +211,8 @@ absl::StatusOr<DatasetInfo> JobService::ReadShards(
 }
 
 absl::Status JobService::ChooseModels(JobSpec& spec) const {
+  // A batch's lines name their models (checked with the lines).
+  if (spec.openai_batch.has_value()) return absl::OkStatus();
   if (!spec.pipeline.has_value()) {
     return ChooseModel("block.model", spec.block);
   }
@@ -263,8 +286,24 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
   record.tenant = caller.tenant;
   record.request = request;  // without rows: they are the dataset now
   record.request.set_job_id(job_id);
+  record.request_digest = digest;
+  record.create_time = absl::Now();
+  if (spec.openai_batch.has_value()) {
+    absl::StatusOr<std::optional<v1::JobFinished>> invalid =
+        CheckBatchLines(spec, **dataset);
+    if (!invalid.ok()) return rejected(LogLevel::kWarning, invalid.status());
+    if (invalid->has_value()) {
+      SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
+                           AddFailedBatch(std::move(spec), std::move(record),
+                                          **std::move(invalid), *dataset));
+      std::move(discard_dataset).Cancel();
+      return job;
+    }
+  }
   // As run: a resumed job asks the model chosen now.
-  if (spec.pipeline.has_value()) {
+  if (spec.openai_batch.has_value()) {
+    // Its lines name their models.
+  } else if (spec.pipeline.has_value()) {
     for (const StepSpec& step : spec.pipeline->steps) {
       if (const LlmStepSpec* llm = step.llm(); llm != nullptr) {
         record.request.mutable_pipeline()
@@ -277,8 +316,6 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
   } else {
     record.request.mutable_block()->set_model(spec.block.model());
   }
-  record.request_digest = digest;
-  record.create_time = absl::Now();
   SDG_RETURN_IF_ERROR(store_.AddJob(record));
   record.version = 1;  // as AddJob stored it
   // From here on, removing the job removes its dataset too.
@@ -294,6 +331,68 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
   }
   std::move(unregister).Cancel();
   std::move(remove_job).Cancel();
+  return job;
+}
+
+absl::StatusOr<std::optional<v1::JobFinished>> JobService::CheckBatchLines(
+    const JobSpec& spec, const Dataset& dataset) const {
+  // A model is served when a backend lists it, or when one lists none (it
+  // has not answered /v1/models yet, or has no such list): that backend
+  // then answers the line, with its 404 if it does not serve it.
+  auto model_served = [this](const std::string& model) {
+    for (const std::string& backend : backends_) {
+      const std::vector<std::string> models =
+          options_.backend_models ? options_.backend_models(backend)
+                                  : std::vector<std::string>();
+      if (models.empty() ||
+          std::find(models.begin(), models.end(), model) != models.end()) {
+        return true;
+      }
+    }
+    return false;
+  };
+  BatchFileValidator validator(spec.openai_batch->endpoint(), model_served);
+  SDG_RETURN_IF_ERROR(
+      ReadShardsOf(dataset, kBatchReadRows,
+                   [&validator](std::vector<google::protobuf::Struct> rows) {
+                     for (const auto& row : rows) validator.Add(RowLine(row));
+                     return absl::OkStatus();
+                   }));
+  if (validator.error_count() == 0) return std::nullopt;
+  v1::JobFinished finished;
+  finished.set_state(v1::JOB_STATE_FAILED);
+  finished.set_reason(absl::StrCat(
+      "the input file has ", validator.error_count(), " invalid line",
+      validator.error_count() == 1 ? "" : "s", " of ", validator.lines(),
+      "; the first is line ", validator.errors().front().line(), ": ",
+      validator.errors().front().message()));
+  for (const v1::BatchLineError& error : validator.errors()) {
+    *finished.add_line_errors() = error;
+  }
+  return finished;
+}
+
+absl::StatusOr<std::shared_ptr<Job>> JobService::AddFailedBatch(
+    JobSpec spec, JobRecord record, v1::JobFinished finished,
+    std::shared_ptr<Dataset> dataset) {
+  record.state = v1::JOB_STATE_FAILED;
+  record.end_time = record.create_time;
+  record.reason = finished.reason();
+  record.total_rows = dataset->row_count();
+  record.finished = std::move(finished);
+  // AddJob stores the request and state; UpdateJob the rest.
+  SDG_RETURN_IF_ERROR(store_.AddJob(record));
+  record.version = 1;
+  SDG_RETURN_IF_ERROR(store_.UpdateJob(record));
+  ++record.version;
+  Log(LogLevel::kInfo, "batch failed validation",
+      {{"job_id", record.job_id},
+       {"tenant", record.tenant},
+       {"error", record.reason}});
+  SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
+                       Job::Restore(std::move(spec), std::move(record),
+                                    std::move(dataset), store_, metrics_));
+  SDG_RETURN_IF_ERROR(registry_.Add(job));
   return job;
 }
 
@@ -460,12 +559,18 @@ absl::StatusOr<StorageUsage> JobService::Usage(const Caller& caller) {
   return store_.TenantUsage(caller.tenant);
 }
 
-absl::StatusOr<std::unique_ptr<DatasetUpload>> JobService::StartUpload(
+absl::StatusOr<DatasetUpload::Limits> JobService::UploadLimits(
     const Caller& caller) {
   DatasetUpload::Limits limits;
   SDG_ASSIGN_OR_RETURN(limits.usage, UsageWithinQuota(caller));
   limits.max_upload_bytes = options_.max_upload_bytes;
   limits.quota_bytes = options_.tenant_storage_quota_bytes;
+  return limits;
+}
+
+absl::StatusOr<std::unique_ptr<DatasetUpload>> JobService::StartUpload(
+    const Caller& caller) {
+  SDG_ASSIGN_OR_RETURN(DatasetUpload::Limits limits, UploadLimits(caller));
   return std::make_unique<DatasetUpload>(store_, caller.tenant, limits);
 }
 

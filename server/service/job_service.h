@@ -112,6 +112,9 @@ class JobService {
   int64_t storage_quota_bytes() const {
     return options_.tenant_storage_quota_bytes;
   }
+  // What an upload of the caller's tenant may take, or RESOURCE_EXHAUSTED
+  // when the tenant is at its quota already. Reads the store.
+  absl::StatusOr<DatasetUpload::Limits> UploadLimits(const Caller& caller);
   // An upload for the caller's tenant, or RESOURCE_EXHAUSTED when the tenant
   // is at its quota already.
   absl::StatusOr<std::unique_ptr<DatasetUpload>> StartUpload(
@@ -151,6 +154,15 @@ class JobService {
       const JobSpec& spec,
       absl::FunctionRef<absl::Status(std::vector<google::protobuf::Struct>)>
           on_shard);
+  // An OpenAI batch's lines, each checked (batch_line.h): the job's end
+  // when any fails (its line_errors name them), else nullopt.
+  absl::StatusOr<std::optional<v1::JobFinished>> CheckBatchLines(
+      const JobSpec& spec, const Dataset& dataset) const;
+  // A batch whose lines failed validation: stored and listed as FAILED,
+  // never run.
+  absl::StatusOr<std::shared_ptr<Job>> AddFailedBatch(
+      JobSpec spec, JobRecord record, v1::JobFinished finished,
+      std::shared_ptr<Dataset> dataset);
   // Writes (or links) the request's dataset into the store for the job.
   absl::StatusOr<std::shared_ptr<Dataset>> StoreDataset(
       const Caller& caller, const v1::GenerateJobRequest& request,
