@@ -79,6 +79,13 @@ ABSL_FLAG(std::string, data_root, "",
 ABSL_FLAG(std::string, data_root_shared, "",
           "a folder under --data_root that every tenant may read, named as "
           "FOLDER/FILE (empty: none)");
+ABSL_FLAG(std::string, openai_listen, "",
+          "HOST:PORT of the OpenAI Batch API (/v1/files, /v1/batches), with "
+          "the gRPC port's TLS and tokens (empty: not served)");
+ABSL_FLAG(int64_t, openai_max_file_mib, 200,
+          "largest Batch API file, in MiB (OpenAI's limit is 200 MB)");
+ABSL_FLAG(int64_t, openai_max_file_lines, 50000,
+          "most lines in a Batch API file (OpenAI's limit is 50,000)");
 ABSL_FLAG(int64_t, max_upload_mib, 4096,
           "largest UploadDataset, in MiB of JSON lines (0: no limit)");
 ABSL_FLAG(int64_t, tenant_storage_quota_mib, 0,
@@ -218,6 +225,11 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   }
   options.service.max_upload_bytes =
       std::max<int64_t>(0, absl::GetFlag(FLAGS_max_upload_mib)) << 20;
+  options.openai_listen = absl::GetFlag(FLAGS_openai_listen);
+  options.batch.max_file_bytes =
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_openai_max_file_mib)) << 20;
+  options.batch.max_file_lines =
+      std::max<int64_t>(1, absl::GetFlag(FLAGS_openai_max_file_lines));
   options.service.tenant_storage_quota_bytes =
       std::max<int64_t>(0, absl::GetFlag(FLAGS_tenant_storage_quota_mib)) << 20;
   if (options.service.tenant_storage_quota_bytes > 0 &&
@@ -309,6 +321,13 @@ void AnnounceStarted(const sdg::ServerOptions& options,
   std::printf("sdgd listening on %s:%d\n", host.c_str(), server.port());
   std::printf("sdgd metrics on %s:%d\n", metrics_host.c_str(),
               server.metrics_port());
+  if (server.openai_port() != 0) {
+    std::printf(
+        "sdgd Batch API on %s:%d\n",
+        options.openai_listen.substr(0, options.openai_listen.rfind(':'))
+            .c_str(),
+        server.openai_port());
+  }
   std::fflush(stdout);
   sdg::Log(
       sdg::LogLevel::kInfo, "sdgd started",

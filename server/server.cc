@@ -180,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options) {
       server->jobs_->RetentionPeriod(),
       [jobs = server->jobs_.get()] { jobs->RemoveExpired(); });
 
+  SDG_RETURN_IF_ERROR(server->StartBatchApi());
   SDG_RETURN_IF_ERROR(server->StartGrpc(*std::move(credentials)));
   // Ready once it serves: not while it waits for its database, as a
   // standby, or while it resumes the stored jobs.
@@ -214,6 +215,32 @@ absl::StatusOr<BackendShardRunner::Backends> Server::StartBackends(
   prompt_counter_ = std::make_unique<BackendPromptCounter>(by_name);
   options_.service.prompt_counter = prompt_counter_.get();
   return by_name;
+}
+
+absl::Status Server::StartBatchApi() {
+  if (options_.openai_listen.empty()) return absl::OkStatus();
+  batches_ = std::make_unique<BatchService>(options_.batch, *jobs_, *store_);
+  batch_api_ = std::make_unique<BatchApi>(*authenticator_, *batches_,
+                                          options_.service.job_retention);
+  ApiHttpServer::Options http;
+  http.listen = options_.openai_listen;
+  http.tls = options_.tls;
+  // The largest file, and its form's headers.
+  http.max_body_bytes =
+      static_cast<size_t>(options_.batch.max_file_bytes) + (1 << 20);
+  absl::StatusOr<std::unique_ptr<ApiHttpServer>> server = ApiHttpServer::Create(
+      http,
+      [api = batch_api_.get()](ApiRequest request) {
+        return api->Handle(std::move(request));
+      },
+      *blocking_);
+  if (!server.ok()) return server.status();
+  api_http_ = *std::move(server);
+  Log(LogLevel::kInfo, "serving the OpenAI Batch API",
+      {{"listen", options_.openai_listen},
+       {"port", api_http_->port()},
+       {"tls", options_.tls.enabled()}});
+  return absl::OkStatus();
 }
 
 absl::Status Server::StartGrpc(
@@ -279,6 +306,7 @@ void Server::Shutdown(absl::Duration grace) {
     jobs_->AwaitJobsFinished(absl::InfiniteFuture());
   }
   Log(LogLevel::kInfo, "shutdown: jobs stopped, closing calls");
+  api_http_.reset();  // answers the requests it is handling first
   // Every job has committed its last event; give the streams a moment to
   // deliver it, then stop. Reactors all call Finish, so this returns early.
   grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));

@@ -15,7 +15,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "base/executor.h"
+#include "server/api/api_http_server.h"
 #include "server/api/authenticator.h"
+#include "server/api/batch_api.h"
 #include "server/api/generation_service.h"
 #include "server/api/transport_security.h"
 #include "server/backend/backend.h"
@@ -25,6 +27,7 @@
 #include "server/scheduling/prompt_counter.h"
 #include "server/scheduling/scheduler.h"
 #include "server/scheduling/shard_runner.h"
+#include "server/service/batch_service.h"
 #include "server/service/job_service.h"
 #include "server/store/job_store.h"
 
@@ -84,6 +87,10 @@ struct ServerOptions {
   // Threads that run the calls' work that blocks on the store (admission,
   // deletion, uploads): how many such calls progress at once.
   int blocking_threads = 4;
+  // The OpenAI Batch API's HTTP port (HOST:PORT, port 0 a free one), with
+  // `tls` and `auth` as the gRPC port; empty: not served.
+  std::string openai_listen;
+  BatchService::Options batch;
 };
 
 class Server {
@@ -94,6 +101,8 @@ class Server {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_server_->port(); }
+  // The Batch API's port; 0 when it is not served.
+  int openai_port() const { return api_http_ ? api_http_->port() : 0; }
   Metrics& metrics() { return metrics_; }
 
   // Health turns NOT_SERVING and new jobs get UNAVAILABLE at once; running
@@ -115,6 +124,8 @@ class Server {
   // down, and prompt counts for estimates.
   absl::StatusOr<BackendShardRunner::Backends> StartBackends(
       BackendNames& names);
+  // The Batch API's port, when options_.openai_listen names one.
+  absl::Status StartBatchApi();
   // Registers the service and opens the port; the health service serves.
   absl::Status StartGrpc(std::shared_ptr<grpc::ServerCredentials> credentials);
 
@@ -139,6 +150,10 @@ class Server {
   // destruction, since a pending call waits for it to finish the call.
   std::unique_ptr<Executor> blocking_;
   std::unique_ptr<GenerationService> service_;
+  std::unique_ptr<BatchService> batches_;
+  std::unique_ptr<BatchApi> batch_api_;
+  // Before the executor in destruction: its requests are answered first.
+  std::unique_ptr<ApiHttpServer> api_http_;
   // Runs the JobService's RemoveExpired; stopped before it goes.
   std::unique_ptr<PeriodicTask> retention_;
   std::unique_ptr<grpc::Server> grpc_server_;

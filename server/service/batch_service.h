@@ -1,0 +1,114 @@
+// The OpenAI Batch API's files and batches over sdgd's own jobs: a file is
+// an upload whose rows are its lines (file_upload.h), a batch is a job that
+// runs its input file's lines (JobSpec::openai_batch), and a batch's output
+// and error files are written, in input order, from the job's committed
+// events once it has ended. It knows no HTTP: server/api/batch_api.h
+// decodes the requests into it and encodes its answers as OpenAI's
+// objects. Every call blocks on the store: callers run them off the HTTP
+// loop.
+#ifndef SDG_SERVER_SERVICE_BATCH_SERVICE_H_
+#define SDG_SERVER_SERVICE_BATCH_SERVICE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "sdg/v1/generation.pb.h"
+#include "server/service/caller.h"
+#include "server/service/file_upload.h"
+#include "server/service/job_service.h"
+#include "server/store/job_store.h"
+
+namespace sdg {
+
+// A batch as the Batch API shows it: its job, and what the job alone does
+// not say.
+struct BatchView {
+  v1::Job job;
+  // Validation's errors, for a batch that failed it.
+  std::vector<v1::BatchLineError> line_errors;
+  // Once the job has ended: its files are written (until then the batch is
+  // finalizing, or cancelling), the output file when a line succeeded, the
+  // error file when one did not.
+  bool files_written = false;
+  std::string output_file_id;
+  std::string error_file_id;
+  // Cancelled, and not yet ended.
+  bool cancelling = false;
+  // Ended by its completion window.
+  bool expired = false;
+};
+
+class BatchService {
+ public:
+  struct Options {
+    // OpenAI's limits: 200 MB and 50,000 lines a file.
+    int64_t max_file_bytes = 200 << 20;
+    int64_t max_file_lines = 50000;
+    // The Batch API's list limit (OpenAI's: 10,000 files, 100 batches).
+    int max_list_files = 10000;
+    int max_list_batches = 100;
+  };
+
+  BatchService(const Options& options, JobService& jobs, JobStore& store)
+      : options_(options), jobs_(jobs), store_(store) {}
+
+  // Files. A file belongs to its tenant: another tenant's is NOT_FOUND.
+  absl::StatusOr<std::unique_ptr<FileUpload>> StartFileUpload(
+      const Caller& caller, std::string filename, std::string purpose);
+  absl::StatusOr<StoredDataset> GetFile(const Caller& caller,
+                                        const std::string& file_id);
+  // The caller's files (those of the Batch API: with a purpose), newest
+  // first; `purpose` empty lists every purpose.
+  absl::StatusOr<std::vector<StoredDataset>> ListFiles(
+      const Caller& caller, const std::string& purpose);
+  absl::Status DeleteFile(const Caller& caller, const std::string& file_id);
+  // The file's lines in order, each without its newline.
+  absl::Status ReadFile(
+      const Caller& caller, const std::string& file_id,
+      absl::FunctionRef<absl::Status(absl::string_view)> on_line);
+
+  // Batches: ids are "batch_" and the job's id.
+  absl::StatusOr<BatchView> CreateBatch(const Caller& caller,
+                                        const std::string& input_file_id,
+                                        const v1::OpenAIBatch& batch);
+  // An ended batch's files are written here the first time it is asked for.
+  absl::StatusOr<BatchView> GetBatch(const Caller& caller,
+                                     const std::string& batch_id);
+  // The caller's batches, newest first.
+  absl::StatusOr<std::vector<BatchView>> ListBatches(const Caller& caller);
+  absl::StatusOr<BatchView> CancelBatch(const Caller& caller,
+                                        const std::string& batch_id);
+
+  static std::string BatchId(absl::string_view job_id);
+  // The output and error files of the batch job `job_id`.
+  static std::string OutputFileId(absl::string_view job_id);
+  static std::string ErrorFileId(absl::string_view job_id);
+
+ private:
+  // The job of `batch_id`: NOT_FOUND unless it is the caller's batch.
+  absl::StatusOr<std::shared_ptr<Job>> FindBatchJob(
+      const Caller& caller, const std::string& batch_id);
+  // The job as a batch; `finalize` writes an ended job's files first.
+  absl::StatusOr<BatchView> View(const std::shared_ptr<Job>& job,
+                                 bool finalize);
+  // Writes an ended job's output and error files unless they are stored.
+  absl::Status Finalize(Job& job, const v1::Job& described);
+
+  const Options options_;
+  JobService& jobs_;
+  JobStore& store_;
+  // One batch's files are written by one call at a time.
+  absl::Mutex finalize_mu_;
+};
+
+}  // namespace sdg
+
+#endif  // SDG_SERVER_SERVICE_BATCH_SERVICE_H_
