@@ -341,7 +341,8 @@ void SimServer::Serve(evhttp_request* request) {
 
   const bool generation =
       method == EVHTTP_REQ_POST &&
-      (path == "/v1/completions" || path == "/v1/chat/completions");
+      (path == "/v1/completions" || path == "/v1/chat/completions" ||
+       path == "/v1/embeddings");
   if (path != "/stats" && Loading()) {
     // llama-server answers everything this way until its model is loaded.
     if (generation) {
@@ -370,9 +371,10 @@ void SimServer::Serve(evhttp_request* request) {
     }
   }
   if (generation) {
-    HandleGeneration(request, path == "/v1/completions"
-                                  ? simulator_.Completions(body)
-                                  : simulator_.ChatCompletions(body));
+    HandleGeneration(
+        request, path == "/v1/completions"  ? simulator_.Completions(body)
+                 : path == "/v1/embeddings" ? simulator_.Embeddings(body)
+                                            : simulator_.ChatCompletions(body));
     return;
   }
   if (method == EVHTTP_REQ_GET && (path == "/v1/models" || path == "/props")) {

@@ -243,6 +243,81 @@ SimReply Simulator::Props(int total_slots) const {
   return SimReply{200, Dump(body), 0};
 }
 
+namespace {
+
+// FNV-1a of the text and the dimension: the same in every process (a
+// client compares vectors across runs), unlike absl::Hash.
+uint64_t StableHash(absl::string_view text, int64_t dimension) {
+  uint64_t hash = 14695981039346656037ull;
+  auto mix = [&hash](unsigned char byte) {
+    hash ^= byte;
+    hash *= 1099511628211ull;
+  };
+  for (char c : text) mix(static_cast<unsigned char>(c));
+  for (int shift = 0; shift < 64; shift += 8) {
+    mix(static_cast<unsigned char>(static_cast<uint64_t>(dimension) >> shift));
+  }
+  return hash;
+}
+
+}  // namespace
+
+SimReply Simulator::Embeddings(absl::string_view request_body) const {
+  json request = json::parse(request_body, nullptr, false);
+  if (request.is_discarded() || !request.is_object()) {
+    return Error(400, "request body is not a JSON object");
+  }
+  Sampling sampling;
+  if (auto error = ParseSampling(request, *this, sampling)) return *error;
+  std::vector<std::string> inputs;
+  auto input = request.find("input");
+  if (input != request.end() && input->is_string()) {
+    inputs.push_back(input->get<std::string>());
+  } else if (input != request.end() && input->is_array() && !input->empty()) {
+    for (const json& text : *input) {
+      if (!text.is_string()) {
+        return Error(400, "\"input\" must be a string or a list of strings");
+      }
+      inputs.push_back(text.get<std::string>());
+    }
+  } else {
+    return Error(400, "\"input\" must be a string or a list of strings");
+  }
+  int64_t dimensions = 8;
+  if (auto asked = request.find("dimensions");
+      asked != request.end() && !asked->is_null()) {
+    if (!asked->is_number_integer() || asked->get<int64_t>() < 1 ||
+        asked->get<int64_t>() > 4096) {
+      return Error(400, "\"dimensions\" must be an integer from 1 to 4096");
+    }
+    dimensions = asked->get<int64_t>();
+  }
+  json data = json::array();
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    prompt_tokens += CountTokens(inputs[i]);
+    json vector = json::array();
+    for (int64_t d = 0; d < dimensions; ++d) {
+      const uint64_t hash = StableHash(inputs[i], d);
+      vector.push_back(static_cast<double>(hash % 2001) / 1000.0 - 1.0);
+    }
+    data.push_back({{"index", i},
+                    {"object", "embedding"},
+                    {"embedding", std::move(vector)}});
+  }
+  json body = {{"id", NextId("embd-")},
+               {"object", "list"},
+               {"created", 0},
+               {"model", model},
+               {"data", std::move(data)},
+               {"usage",
+                {{"prompt_tokens", prompt_tokens},
+                 {"total_tokens", prompt_tokens},
+                 {"completion_tokens", 0}}}};
+  return SimReply{200, Dump(body), static_cast<int64_t>(inputs.size()), 0,
+                  prompt_tokens};
+}
+
 SimReply Simulator::ChatCompletions(absl::string_view request_body) const {
   json request = json::parse(request_body, nullptr, false);
   if (request.is_discarded() || !request.is_object()) {

@@ -53,6 +53,10 @@ struct Simulator {
   SimReply Props(int total_slots) const;
   SimReply Completions(absl::string_view request_body) const;
   SimReply ChatCompletions(absl::string_view request_body) const;
+  // POST /v1/embeddings: {"model", "input": a text or a list of them,
+  // "dimensions"} to one vector per input, the same for the same text (its
+  // hash spread over -1..1), 8 numbers unless `dimensions` says.
+  SimReply Embeddings(absl::string_view request_body) const;
   // POST /tokenize at the server's root, counting as the two endpoints
   // above count usage. vLLM's: {"model", "prompt"} or {"model",
   // "messages"} to {"count", "max_model_len", "tokens", "token_strs"};
