@@ -8,6 +8,10 @@ start=$(date +%s)
 
 scripts/setup.sh test
 command -v npm > /dev/null || scripts/setup.sh node
+# The official openai npm package, pinned, for the Batch API's end-to-end
+# tests (tests/e2e/openai/package-lock.json).
+[ -d tests/e2e/openai/node_modules ] ||
+  (cd tests/e2e/openai && npm ci --no-audit --no-fund --loglevel=error)
 
 # A wrong-way include fails at once, before any build (the builds run the
 # same check as their target check_layers).

@@ -64,11 +64,18 @@ absl::Status Stack::StartLlmsim() {
 
 absl::Status Stack::StartLlmsimLate() { return StartLlmsim(); }
 
-absl::Status Stack::RestartLlmsim(std::function<void()> while_stopped) {
+absl::Status Stack::RestartLlmsim(
+    std::function<void()> while_stopped,
+    std::optional<std::vector<std::string>> llmsim_args) {
   llmsim_->Signal(SIGTERM);
   llmsim_->Wait();
   if (while_stopped) while_stopped();
   llmsim_argv_[1] = absl::StrCat("--listen=127.0.0.1:", llmsim_port_);
+  if (llmsim_args.has_value()) {
+    llmsim_argv_.resize(3);  // llmsim, --listen, --model
+    llmsim_argv_.insert(llmsim_argv_.end(), llmsim_args->begin(),
+                        llmsim_args->end());
+  }
   return StartLlmsim();
 }
 

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,8 +82,11 @@ class Stack {
       int signal_number, std::function<void()> while_stopped = nullptr);
 
   // Stops llmsim (SIGTERM), runs `while_stopped`, and starts it again on the
-  // same port: a model server restarted under a running job.
-  absl::Status RestartLlmsim(std::function<void()> while_stopped);
+  // same port: a model server restarted under a running job. With
+  // `llmsim_args`, those replace StackOptions::llmsim_args.
+  absl::Status RestartLlmsim(
+      std::function<void()> while_stopped,
+      std::optional<std::vector<std::string>> llmsim_args = std::nullopt);
   // With StackOptions::llmsim_starts_late: starts llmsim on its port.
   absl::Status StartLlmsimLate();
 
