@@ -82,6 +82,9 @@ ABSL_FLAG(std::string, data_root_shared, "",
 ABSL_FLAG(std::string, openai_listen, "",
           "HOST:PORT of the OpenAI Batch API (/v1/files, /v1/batches), with "
           "the gRPC port's TLS and tokens (empty: not served)");
+ABSL_FLAG(absl::Duration, openai_completion_window, absl::Hours(24),
+          "how long a batch runs before it expires, keeping its completed "
+          "lines (a batch's completion_window, \"24h\", is this long here)");
 ABSL_FLAG(int64_t, openai_max_file_mib, 200,
           "largest Batch API file, in MiB (OpenAI's limit is 200 MB)");
 ABSL_FLAG(int64_t, openai_max_file_lines, 50000,
@@ -226,6 +229,12 @@ absl::StatusOr<sdg::ServerOptions> OptionsFromFlags(
   options.service.max_upload_bytes =
       std::max<int64_t>(0, absl::GetFlag(FLAGS_max_upload_mib)) << 20;
   options.openai_listen = absl::GetFlag(FLAGS_openai_listen);
+  options.service.limits.batch_completion_window =
+      absl::GetFlag(FLAGS_openai_completion_window);
+  if (options.service.limits.batch_completion_window <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--openai_completion_window must be positive");
+  }
   options.batch.max_file_bytes =
       std::max<int64_t>(1, absl::GetFlag(FLAGS_openai_max_file_mib)) << 20;
   options.batch.max_file_lines =

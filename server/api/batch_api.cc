@@ -199,7 +199,7 @@ Json BatchObject(const BatchView& view) {
        view.error_file_id.empty() ? Json(nullptr) : Json(view.error_file_id)},
       {"created_at", Seconds(created)},
       {"in_progress_at", Seconds(TimeOf(job.start_time()))},
-      {"expires_at", Seconds(created + absl::Hours(24))},
+      {"expires_at", Seconds(created + view.completion_window)},
       {"finalizing_at", at(status == "completed" || status == "finalizing")},
       {"completed_at", at(status == "completed")},
       {"failed_at", at(status == "failed")},

@@ -592,7 +592,7 @@ absl::StatusOr<JobSpec> ValidateRequest(const v1::GenerateJobRequest& request,
   }
   if (spec.openai_batch.has_value()) {
     // The completion window: a batch still running after it expires.
-    spec.timeout = absl::Hours(24);
+    spec.timeout = limits.batch_completion_window;
   }
   if (request.has_timeout()) {
     const auto& timeout = request.timeout();

@@ -58,6 +58,9 @@ struct ValidationLimits {
   int default_num_workers = 8;
   size_t max_prompt_bytes = 1 << 20;
   size_t max_shard_prompt_bytes = 64 << 20;
+  // How long an OpenAI batch runs before it expires (its completion_window,
+  // "24h", is this long on this server).
+  absl::Duration batch_completion_window = absl::Hours(24);
 };
 
 // Identifying strings (block.name, block.model, block.output_column) and

@@ -363,6 +363,7 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
   view.cancelling = !Ended(state) && job->token().IsCancelled() &&
                     absl::IsCancelled(job->token().reason());
   view.expired = ExpiredByWindow(view.job);
+  view.completion_window = job->spec().timeout.value_or(absl::Hours(24));
   if (state == v1::JOB_STATE_FAILED && !view.expired) {
     SDG_ASSIGN_OR_RETURN(JobRecord record, store_.LoadJob(job->id()));
     view.line_errors.assign(record.finished.line_errors().begin(),

@@ -42,8 +42,9 @@ struct BatchView {
   std::string error_file_id;
   // Cancelled, and not yet ended.
   bool cancelling = false;
-  // Ended by its completion window.
+  // Ended by its completion window, which is this long from its creation.
   bool expired = false;
+  absl::Duration completion_window = absl::Hours(24);
 };
 
 class BatchService {

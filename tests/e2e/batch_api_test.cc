@@ -51,7 +51,8 @@ class BatchApiTest : public StackTest {
  protected:
   // sdgd with the Batch API on a port of its own that a restart keeps, and
   // with tenants alice and bob.
-  void StartWithBatchApi(std::vector<std::string> llmsim_args = {}) {
+  void StartWithBatchApi(std::vector<std::string> llmsim_args = {},
+                         std::vector<std::string> sdgd_args = {}) {
     openai_port_ = FreeLoopbackPort();
     const std::string tokens =
         absl::StrCat("alice sha256:", Sha256Hex("alice-token"), "\n",
@@ -63,6 +64,8 @@ class BatchApiTest : public StackTest {
     options.sdgd_args = {
         absl::StrCat("--openai_listen=127.0.0.1:", openai_port_),
         "--auth_tokens_file=" + dir_ + "/tokens"};
+    options.sdgd_args.insert(options.sdgd_args.end(), sdgd_args.begin(),
+                             sdgd_args.end());
     Start(options);
     ASSERT_TRUE(
         std::ifstream(kClientDir + "/node_modules/openai/package.json").good())
@@ -320,6 +323,35 @@ TEST_F(BatchApiTest, ACancelledBatchKeepsItsCompletedLines) {
   }
   EXPECT_EQ(errors.back()["error"]["code"], "batch_cancelled");
   EXPECT_TRUE(errors.back()["response"].is_null());
+}
+
+TEST_F(BatchApiTest, ABatchPastItsWindowExpiresKeepingItsCompletedLines) {
+  // A window of 3 s (a batch's "24h" on this server); llmsim answers the
+  // first 57 requests and then none, so the batch cannot end before it.
+  std::vector<std::string> oks(57, "ok");
+  StartWithBatchApi(
+      {"--fault_script=" + absl::StrJoin(oks, ","), "--hang_rate=1"},
+      {"--openai_completion_window=3s"});
+  constexpr int kLines = 200;
+  json result =
+      RunClient("alice", {"run", InputFile("in.jsonl", ChatLines(kLines)),
+                          "/v1/chat/completions"});
+  ASSERT_TRUE(result.is_object());
+  const json& batch = result["batch"];
+  EXPECT_EQ(batch["status"], "expired");
+  EXPECT_TRUE(batch["expired_at"].is_number_integer());
+  EXPECT_EQ(batch["expires_at"].get<int64_t>(),
+            batch["created_at"].get<int64_t>() + 3);
+  const int completed = batch["request_counts"]["completed"];
+  EXPECT_GE(completed, 8);
+  EXPECT_LE(completed, 57);
+  std::vector<json> output = JsonLines(result["output"].get<std::string>());
+  std::vector<json> errors = JsonLines(result["errors"].get<std::string>());
+  EXPECT_EQ(output.size(), static_cast<size_t>(completed));
+  EXPECT_EQ(output.size() + errors.size(), static_cast<size_t>(kLines));
+  EXPECT_EQ(errors.back()["error"]["code"], "batch_expired");
+  EXPECT_THAT(errors.back()["error"]["message"].get<std::string>(),
+              HasSubstr("timeout of 3s"));
 }
 
 TEST_F(BatchApiTest, ListingPagesThroughEveryBatchNewestFirst) {
