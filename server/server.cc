@@ -230,8 +230,8 @@ absl::Status Server::StartBatchApi() {
       static_cast<size_t>(options_.batch.max_file_bytes) + (1 << 20);
   absl::StatusOr<std::unique_ptr<ApiHttpServer>> server = ApiHttpServer::Create(
       http,
-      [api = batch_api_.get()](ApiRequest request) {
-        return api->Handle(std::move(request));
+      [api = batch_api_.get()](const ApiRequest& request) {
+        return api->Handle(request);
       },
       *blocking_);
   if (!server.ok()) return server.status();

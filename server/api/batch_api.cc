@@ -243,7 +243,7 @@ Json Page(const std::vector<T>& items, const std::string& after, int limit,
 
 }  // namespace
 
-ApiResponse BatchApi::Handle(ApiRequest request) {
+ApiResponse BatchApi::Handle(const ApiRequest& request) {
   absl::StatusOr<Caller> caller =
       authenticator_.Authenticate(request.authorization);
   if (!caller.ok()) return ErrorResponse(caller.status());

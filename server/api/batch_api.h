@@ -24,7 +24,7 @@ class BatchApi {
         batches_(batches),
         file_retention_(file_retention) {}
 
-  ApiResponse Handle(ApiRequest request);
+  ApiResponse Handle(const ApiRequest& request);
 
  private:
   ApiResponse UploadFile(const Caller& caller, const ApiRequest& request);

@@ -58,14 +58,14 @@ absl::StatusOr<int64_t> EnqueuedTokens(const JobSpec& spec,
                                        const Dataset& dataset) {
   if (spec.openai_batch.has_value()) {
     int64_t bytes = 0;
-    SDG_RETURN_IF_ERROR(
-        ReadShardsOf(dataset, kBatchReadRows,
-                     [&bytes](std::vector<google::protobuf::Struct> rows) {
-                       for (const auto& row : rows) {
-                         bytes += static_cast<int64_t>(RowLine(row).size());
-                       }
-                       return absl::OkStatus();
-                     }));
+    SDG_RETURN_IF_ERROR(ReadShardsOf(
+        dataset, kBatchReadRows,
+        [&bytes](const std::vector<google::protobuf::Struct>& rows) {
+          for (const auto& row : rows) {
+            bytes += static_cast<int64_t>(RowLine(row).size());
+          }
+          return absl::OkStatus();
+        }));
     return (bytes + 3) / 4;
   }
   PromptBytesOnly counter;
@@ -352,12 +352,12 @@ absl::StatusOr<std::optional<v1::JobFinished>> JobService::CheckBatchLines(
     return false;
   };
   BatchFileValidator validator(spec.openai_batch->endpoint(), model_served);
-  SDG_RETURN_IF_ERROR(
-      ReadShardsOf(dataset, kBatchReadRows,
-                   [&validator](std::vector<google::protobuf::Struct> rows) {
-                     for (const auto& row : rows) validator.Add(RowLine(row));
-                     return absl::OkStatus();
-                   }));
+  SDG_RETURN_IF_ERROR(ReadShardsOf(
+      dataset, kBatchReadRows,
+      [&validator](const std::vector<google::protobuf::Struct>& rows) {
+        for (const auto& row : rows) validator.Add(RowLine(row));
+        return absl::OkStatus();
+      }));
   if (validator.error_count() == 0) return std::nullopt;
   v1::JobFinished finished;
   finished.set_state(v1::JOB_STATE_FAILED);
