@@ -404,6 +404,30 @@ TEST_F(BatchApiTest, MistakesRaiseTheSdksTypedErrors) {
   EXPECT_EQ(error("deleted"), std::pair(std::string("NotFoundError"), 404));
 }
 
+// docs/BATCH_API.md's curl example, run as a reader would paste it.
+TEST_F(BatchApiTest, TheDocsCurlExampleRunsAsWritten) {
+  StartWithBatchApi();
+  const std::string doc = ReadFile(SDG_SOURCE_DIR "/docs/BATCH_API.md");
+  const size_t section = doc.find("## Try it with curl");
+  ASSERT_NE(section, std::string::npos);
+  const size_t begin = doc.find("```sh\n", section);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc.find("```\n", begin + 6);
+  ASSERT_NE(end, std::string::npos);
+  const std::string script = doc.substr(begin + 6, end - begin - 6);
+  CommandResult run = RunCommand(
+      {"/usr/bin/env", "-C", dir_,
+       absl::StrCat("SDGD=http://127.0.0.1:", openai_port_),
+       "TOKEN=alice-token", "bash", "-euo", "pipefail", "-c", script});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::vector<json> lines = JsonLines(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;
+  EXPECT_EQ(lines[0]["custom_id"], "q1");
+  EXPECT_EQ(lines[0]["response"]["body"]["choices"][0]["message"]["content"],
+            "sim(0): Say hi");
+  EXPECT_EQ(lines[1]["custom_id"], "q2");
+}
+
 TEST_F(BatchApiTest, KillNineMidBatchAndTheBatchCompletesWithEachLineOnce) {
   // llmsim answers the first 200 requests and then none, so sdgd is killed
   // mid-batch however fast it runs; the llmsim started after it answers all.
