@@ -428,6 +428,13 @@ void Job::EndFinishedLocked(const absl::Status& stop_reason) {
   if (spec_.openai_batch.has_value() && stop_reason.ok()) {
     end = {v1::JOB_STATE_SUCCEEDED, ""};
   }
+  if (spec_.openai_batch.has_value()) {
+    metrics_.BatchFinished(
+        end.state == v1::JOB_STATE_SUCCEEDED   ? "completed"
+        : end.state == v1::JOB_STATE_CANCELLED ? "cancelled"
+        : stop_reason.code() == absl::StatusCode::kDeadlineExceeded ? "expired"
+                                                                    : "failed");
+  }
   const bool ran = run_start_ != absl::InfinitePast();
   const absl::Time end_time = absl::Now();
   metrics_.JobFinished(tenant_, StateLabel(end.state), ran);

@@ -67,6 +67,12 @@ Metrics::Metrics()
               .Help("Jobs resumed from the job store when sdgd started.")
               .Register(*registry_)
               .Add({})),
+      batches_total_(BuildCounter()
+                         .Name("sdg_batches_total")
+                         .Help("OpenAI batches (the Batch API's jobs, also "
+                               "in sdg_jobs_total) that ended, by the "
+                               "batch's final state.")
+                         .Register(*registry_)),
       shard_duration_seconds_(BuildHistogram()
                                   .Name("sdg_shard_duration_seconds")
                                   .Help("Time from a shard's start to its end.")
@@ -193,6 +199,9 @@ Metrics::Metrics()
   for (const char* state : {"succeeded", "failed", "cancelled", "suspended"}) {
     jobs_total_.Add({{"state", state}});
   }
+  for (const char* state : {"completed", "failed", "expired", "cancelled"}) {
+    batches_total_.Add({{"state", state}});
+  }
   for (const char* outcome : {"succeeded", "failed"}) {
     shards_total_.Add({{"outcome", outcome}});
     rows_total_.Add({{"outcome", outcome}});
@@ -225,6 +234,10 @@ void Metrics::JobFinished(const std::string& tenant, absl::string_view state,
     jobs_total_.Add({{"tenant", tenant}, {"state", std::string(state)}})
         .Increment();
   }
+}
+
+void Metrics::BatchFinished(absl::string_view state) {
+  batches_total_.Add({{"state", std::string(state)}}).Increment();
 }
 
 void Metrics::StoreUp(bool up) { store_up_.Set(up ? 1 : 0); }

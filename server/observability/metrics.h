@@ -36,6 +36,9 @@ class Metrics {
   // authentication is off (then the series has no tenant label).
   void JobFinished(const std::string& tenant, absl::string_view state,
                    bool ran);
+  // An OpenAI batch (a job of the Batch API) ended: `state` is the
+  // batch's, completed, failed, expired or cancelled.
+  void BatchFinished(absl::string_view state);
   void JobsQueued(double count);
   void ShardsQueued(double delta);
   void WorkerBusy(double delta);
@@ -122,6 +125,7 @@ class Metrics {
   prometheus::Gauge& workers_busy_;
   prometheus::Gauge& workers_;
   prometheus::Counter& jobs_resumed_total_;
+  prometheus::Family<prometheus::Counter>& batches_total_;
   prometheus::Histogram& shard_duration_seconds_;
   prometheus::Family<prometheus::Counter>& backend_requests_total_;
   prometheus::Family<prometheus::Histogram>& backend_request_duration_seconds_;

@@ -385,6 +385,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AddFailedBatch(
   record.version = 1;
   SDG_RETURN_IF_ERROR(store_.UpdateJob(record));
   ++record.version;
+  metrics_.BatchFinished("failed");
   Log(LogLevel::kInfo, "batch failed validation",
       {{"job_id", record.job_id},
        {"tenant", record.tenant},

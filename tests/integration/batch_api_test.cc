@@ -117,6 +117,11 @@ TEST_F(BatchApiServiceTest, ABatchRunsOverTlsAndItsOutputDownloads) {
     return batch.value("status", "") == "completed";
   })) << batch.dump();
   EXPECT_EQ(batch["request_counts"]["completed"], 30);
+  absl::StatusOr<std::string> scrape = HttpGet(
+      absl::StrCat("http://127.0.0.1:", server_->metrics_port(), "/metrics"));
+  ASSERT_TRUE(scrape.ok()) << scrape.status();
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_batches_total{state="completed"})"), 1);
+  EXPECT_EQ(MetricValue(*scrape, R"(sdg_batches_total{state="expired"})"), 0);
   HttpReply output =
       Call("GET",
            "/files/" + batch["output_file_id"].get<std::string>() + "/content");
