@@ -6,21 +6,15 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 #include <event2/thread.h>
-#include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
-#include <sys/socket.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "base/listen_address.h"
 #include "base/logging.h"
+#include "server/observability/http_listener.h"
 
 namespace sdg {
 namespace {
@@ -216,9 +210,6 @@ absl::StatusOr<std::unique_ptr<ApiHttpServer>> ApiHttpServer::Create(
   if (threads_ready != 0) {
     return absl::InternalError("evthread_use_pthreads failed");
   }
-  absl::StatusOr<ListenAddress> parsed =
-      ParseListenAddress(options.listen, "--openai_listen");
-  if (!parsed.ok()) return parsed.status();
   std::unique_ptr<ApiHttpServer> server(
       new ApiHttpServer(std::move(handler), executor));
   if (options.tls.enabled()) {
@@ -231,24 +222,11 @@ absl::StatusOr<std::unique_ptr<ApiHttpServer>> ApiHttpServer::Create(
   if (server->http_ == nullptr) {
     return absl::InternalError("libevent setup failed");
   }
-  evconnlistener* listener = evconnlistener_new_bind(
-      server->base_, nullptr, nullptr,
-      LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
-      reinterpret_cast<sockaddr*>(&parsed->address),
-      static_cast<int>(parsed->length));
-  if (listener == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve the Batch API on ", options.listen, ": ",
-                     std::strerror(errno), " (set --openai_listen)"));
-  }
-  evhttp_bind_listener(server->http_, listener);
-  sockaddr_storage bound{};
-  socklen_t bound_length = sizeof(bound);
-  getsockname(evconnlistener_get_fd(listener),
-              reinterpret_cast<sockaddr*>(&bound), &bound_length);
-  server->port_ = ntohs(bound.ss_family == AF_INET6
-                            ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  absl::StatusOr<int> port =
+      BindHttpServer(server->http_, server->base_, options.listen,
+                     "--openai_listen", "the Batch API");
+  if (!port.ok()) return port.status();
+  server->port_ = *port;
   if (server->tls_ != nullptr) {
     evhttp_set_bevcb(server->http_, &NewTlsConnection, server->tls_);
   }

@@ -3,20 +3,15 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <event2/listener.h>
 #include <event2/thread.h>
-#include <event2/util.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <sys/socket.h>
 
-#include <cerrno>
 #include <cstring>
 
-#include "absl/strings/str_cat.h"
-#include "base/listen_address.h"
+#include "server/observability/http_listener.h"
 
 namespace sdg {
+
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
     const std::string& listen, const Metrics& metrics) {
   // Lets the destructor stop the loop from another thread.
@@ -24,33 +19,16 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(
   if (threads_ready != 0) {
     return absl::InternalError("evthread_use_pthreads failed");
   }
-  absl::StatusOr<ListenAddress> parsed =
-      ParseListenAddress(listen, "--metrics_listen");
-  if (!parsed.ok()) return parsed.status();
   std::unique_ptr<MetricsServer> server(new MetricsServer(metrics));
   server->base_ = event_base_new();
   server->http_ = server->base_ ? evhttp_new(server->base_) : nullptr;
   if (server->http_ == nullptr) {
     return absl::InternalError("libevent setup failed");
   }
-  evconnlistener* listener = evconnlistener_new_bind(
-      server->base_, nullptr, nullptr,
-      LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
-      reinterpret_cast<sockaddr*>(&parsed->address),
-      static_cast<int>(parsed->length));
-  if (listener == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ",
-                     std::strerror(errno), " (set --metrics_listen)"));
-  }
-  evhttp_bind_listener(server->http_, listener);
-  sockaddr_storage bound{};
-  socklen_t bound_length = sizeof(bound);
-  getsockname(evconnlistener_get_fd(listener),
-              reinterpret_cast<sockaddr*>(&bound), &bound_length);
-  server->port_ = ntohs(bound.ss_family == AF_INET6
-                            ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  absl::StatusOr<int> port = BindHttpServer(
+      server->http_, server->base_, listen, "--metrics_listen", "metrics");
+  if (!port.ok()) return port.status();
+  server->port_ = *port;
   evhttp_set_allowed_methods(server->http_, EVHTTP_REQ_GET);
   evhttp_set_gencb(server->http_, &MetricsServer::OnRequest, server.get());
   server->thread_ = std::thread([base = server->base_] {
