@@ -211,6 +211,7 @@ Json BatchObject(const BatchView& view) {
         {"completed", job.rows_succeeded()},
         {"failed", job.rows_failed()}}},
       {"metadata", std::move(metadata)},
+      {"model", batch.model().empty() ? Json(nullptr) : Json(batch.model())},
       {"usage",
        {{"input_tokens", input},
         {"input_tokens_details", {{"cached_tokens", 0}}},

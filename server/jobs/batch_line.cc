@@ -112,6 +112,12 @@ void BatchFileValidator::Add(absl::string_view text) {
     return;
   }
   const BatchLine& line = *parsed.line;
+  if (!seen_model_) {
+    model_ = line.model;
+    seen_model_ = true;
+  } else if (line.model != model_) {
+    several_models_ = true;
+  }
   if (line.url != endpoint_) {
     Fail(LineError(
         number, "url_mismatch",

@@ -65,6 +65,8 @@ class BatchFileValidator {
   int64_t error_count() const { return error_count_; }
   // The first kMaxErrors.
   const std::vector<v1::BatchLineError>& errors() const { return errors_; }
+  // The model every parsed line names; empty when they name several.
+  std::string model() const { return several_models_ ? "" : model_; }
 
  private:
   void Fail(v1::BatchLineError error);
@@ -74,6 +76,9 @@ class BatchFileValidator {
   int64_t lines_ = 0;
   int64_t error_count_ = 0;
   std::vector<v1::BatchLineError> errors_;
+  std::string model_;  // the first parsed line's
+  bool seen_model_ = false;
+  bool several_models_ = false;
   // custom_ids seen, by a 64-bit hash of each: flat memory for a
   // 1,000,000-line file (a false duplicate is as likely as 1 in 10^7).
   absl::flat_hash_set<uint64_t> custom_ids_;

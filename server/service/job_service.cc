@@ -292,6 +292,8 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
     absl::StatusOr<std::optional<v1::JobFinished>> invalid =
         CheckBatchLines(spec, **dataset);
     if (!invalid.ok()) return rejected(LogLevel::kWarning, invalid.status());
+    record.request.mutable_openai_batch()->set_model(
+        spec.openai_batch->model());
     if (invalid->has_value()) {
       SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
                            AddFailedBatch(std::move(spec), std::move(record),
@@ -335,7 +337,7 @@ absl::StatusOr<std::shared_ptr<Job>> JobService::AdmitNew(
 }
 
 absl::StatusOr<std::optional<v1::JobFinished>> JobService::CheckBatchLines(
-    const JobSpec& spec, const Dataset& dataset) const {
+    JobSpec& spec, const Dataset& dataset) const {
   // A model is served when a backend lists it, or when one lists none (it
   // has not answered /v1/models yet, or has no such list): that backend
   // then answers the line, with its 404 if it does not serve it.
@@ -358,6 +360,7 @@ absl::StatusOr<std::optional<v1::JobFinished>> JobService::CheckBatchLines(
         for (const auto& row : rows) validator.Add(RowLine(row));
         return absl::OkStatus();
       }));
+  spec.openai_batch->set_model(validator.model());
   if (validator.error_count() == 0) return std::nullopt;
   v1::JobFinished finished;
   finished.set_state(v1::JOB_STATE_FAILED);

@@ -155,9 +155,10 @@ class JobService {
       absl::FunctionRef<absl::Status(std::vector<google::protobuf::Struct>)>
           on_shard);
   // An OpenAI batch's lines, each checked (batch_line.h): the job's end
-  // when any fails (its line_errors name them), else nullopt.
+  // when any fails (its line_errors name them), else nullopt. Sets the
+  // spec's openai_batch.model to the model every line names.
   absl::StatusOr<std::optional<v1::JobFinished>> CheckBatchLines(
-      const JobSpec& spec, const Dataset& dataset) const;
+      JobSpec& spec, const Dataset& dataset) const;
   // A batch whose lines failed validation: stored and listed as FAILED,
   // never run.
   absl::StatusOr<std::shared_ptr<Job>> AddFailedBatch(

@@ -137,6 +137,7 @@ TEST_F(BatchApiTest, ABatchRunsThroughTheSdkAndItsOutputIsInInputOrder) {
   EXPECT_EQ(batch["request_counts"],
             json({{"total", 40}, {"completed", 40}, {"failed", 0}}));
   EXPECT_EQ(batch["metadata"], json({{"scenario", "run"}}));
+  EXPECT_EQ(batch["model"], "m");
   EXPECT_TRUE(batch["error_file_id"].is_null());
   EXPECT_TRUE(batch["errors"].is_null());
   for (const char* stamp : {"created_at", "in_progress_at", "finalizing_at",

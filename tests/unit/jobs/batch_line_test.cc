@@ -101,6 +101,14 @@ TEST(BatchLineTest, TheValidatorChecksUrlUniqueIdsAndModelsInOrder) {
   EXPECT_THAT(validator.errors()[2].message(), HasSubstr("\"elsewhere\""));
   EXPECT_EQ(validator.errors()[3].line(), 5);
   EXPECT_EQ(validator.errors()[3].param(), "body.model");
+  // The lines name several models: the batch names none.
+  EXPECT_EQ(validator.model(), "");
+
+  BatchFileValidator one_model("/v1/chat/completions",
+                               [](const std::string&) { return true; });
+  one_model.Add(line("a", "/v1/chat/completions", "served"));
+  one_model.Add(line("b", "/v1/chat/completions", "served"));
+  EXPECT_EQ(one_model.model(), "served");
 }
 
 TEST(BatchLineTest, OutputAndErrorLinesHaveOpenAisShape) {
