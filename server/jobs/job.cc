@@ -421,13 +421,11 @@ void Job::EndSuspendedLocked(const absl::Status& stop_reason) {
 }
 
 void Job::EndFinishedLocked(const absl::Status& stop_reason) {
-  JobEnd end = EndOf(stop_reason, tally_, is_pipeline(), plan_.total_rows(),
-                     source_.shards_cut());
-  // An OpenAI batch that ran to its end is completed: its failed lines are
-  // in its error file (the rows_failed count says how many).
-  if (spec_.openai_batch.has_value() && stop_reason.ok()) {
-    end = {v1::JOB_STATE_SUCCEEDED, ""};
-  }
+  const JobKind kind = spec_.openai_batch.has_value() ? JobKind::kOpenAiBatch
+                       : is_pipeline()                ? JobKind::kPipeline
+                                                      : JobKind::kBlock;
+  const JobEnd end = EndOf(stop_reason, tally_, kind, plan_.total_rows(),
+                           source_.shards_cut());
   if (spec_.openai_batch.has_value()) {
     metrics_.BatchFinished(
         end.state == v1::JOB_STATE_SUCCEEDED   ? "completed"

@@ -7,18 +7,20 @@
 namespace sdg {
 
 JobEnd EndOf(const absl::Status& stop_reason, const JobTally& tally,
-             bool pipeline, int64_t total_rows, int64_t total_shards) {
+             JobKind kind, int64_t total_rows, int64_t total_shards) {
   if (!stop_reason.ok()) {
     return {stop_reason.code() == absl::StatusCode::kCancelled
                 ? v1::JOB_STATE_CANCELLED
                 : v1::JOB_STATE_FAILED,
             std::string(stop_reason.message())};
   }
-  if (tally.shards_failed() == 0) return {v1::JOB_STATE_SUCCEEDED, ""};
+  if (tally.shards_failed() == 0 || kind == JobKind::kOpenAiBatch) {
+    return {v1::JOB_STATE_SUCCEEDED, ""};
+  }
   const std::string shards =
       absl::StrCat(" (in ", tally.shards_failed(), " of ", total_shards,
                    " shards); see the shard_error events");
-  if (pipeline) {
+  if (kind == JobKind::kPipeline) {
     return {v1::JOB_STATE_FAILED,
             absl::StrCat(tally.rows_failed(), " rows failed at their steps",
                          shards)};

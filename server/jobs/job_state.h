@@ -22,12 +22,16 @@ struct JobEnd {
   v1::JobState state = v1::JOB_STATE_SUCCEEDED;
   std::string reason;
 };
+// What a job runs: a block, a pipeline, or an OpenAI batch's lines.
+enum class JobKind { kBlock, kPipeline, kOpenAiBatch };
 // A job stopped early (`stop_reason` not OK) is cancelled (CANCELLED) or
 // failed (any other code: failed fast, out of time); one that ran to its
-// end failed if any of its shards did. `total_rows` and `total_shards`
-// are the seed rows and the shards cut, for the reason's figures.
+// end failed if any of its shards did, except an OpenAI batch, which is
+// then complete (its failed lines are in its error file). `total_rows` and
+// `total_shards` are the seed rows and the shards cut, for the reason's
+// figures.
 JobEnd EndOf(const absl::Status& stop_reason, const JobTally& tally,
-             bool pipeline, int64_t total_rows, int64_t total_shards);
+             JobKind kind, int64_t total_rows, int64_t total_shards);
 
 class JobState {
  public:

@@ -91,13 +91,14 @@ TEST(JobStateTest, ARecordSavedBeforeItsLogEndedIsRepairedFromTheLog) {
 TEST(JobEndTest, AStoppedJobIsCancelledOrFailedForItsReason) {
   JobTally tally(2);
   JobEnd cancelled = EndOf(absl::CancelledError("cancelled by the client"),
-                           tally, false, 10, 2);
+                           tally, JobKind::kBlock, 10, 2);
   EXPECT_EQ(cancelled.state, v1::JOB_STATE_CANCELLED);
   EXPECT_EQ(cancelled.reason, "cancelled by the client");
-  EXPECT_EQ(
-      EndOf(absl::DeadlineExceededError("timeout"), tally, false, 10, 2).state,
-      v1::JOB_STATE_FAILED);
-  JobEnd succeeded = EndOf(absl::OkStatus(), tally, false, 10, 2);
+  EXPECT_EQ(EndOf(absl::DeadlineExceededError("timeout"), tally,
+                  JobKind::kBlock, 10, 2)
+                .state,
+            v1::JOB_STATE_FAILED);
+  JobEnd succeeded = EndOf(absl::OkStatus(), tally, JobKind::kBlock, 10, 2);
   EXPECT_EQ(succeeded.state, v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(succeeded.reason, "");
 }
@@ -108,10 +109,10 @@ TEST(JobEndTest, FailedShardsFailTheJobCountingRowsOrStepRows) {
   error.mutable_shard_error()->set_shard_index(1);
   error.mutable_shard_error()->set_row_count(3);
   tally.Add(error);
-  EXPECT_EQ(EndOf(absl::OkStatus(), tally, false, 10, 2).reason,
+  EXPECT_EQ(EndOf(absl::OkStatus(), tally, JobKind::kBlock, 10, 2).reason,
             "3 of 10 rows failed (in 1 of 2 shards); see the shard_error "
             "events");
-  EXPECT_EQ(EndOf(absl::OkStatus(), tally, true, 10, 5).reason,
+  EXPECT_EQ(EndOf(absl::OkStatus(), tally, JobKind::kPipeline, 10, 5).reason,
             "3 rows failed at their steps (in 1 of 5 shards); see the "
             "shard_error events");
 }
