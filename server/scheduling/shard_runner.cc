@@ -217,14 +217,17 @@ class BackendShardRunner::RequestBatch
   absl::AnyInvocable<void() &&> on_all_;
 };
 
-// A block's shard: its prompts sent as one call, and its result rows built
-// from the replies in the continuation.
-class BackendShardRunner::BlockShard
-    : public std::enable_shared_from_this<BlockShard> {
+// What a block's shard and an OpenAI batch's share: the shard's rows of
+// the dataset, its token and its way back to the workers, and Start, which
+// sends (Shard::Send) and hands back the outcome at once when nothing went
+// out.
+template <typename Shard>
+class BackendShardRunner::RowsShard
+    : public std::enable_shared_from_this<Shard> {
  public:
-  BlockShard(const BackendShardRunner& runner, const JobSpec& spec,
-             const ShardSpec& shard, BlockInput rows, CancellationToken& token,
-             ShardRunner::Ready ready)
+  RowsShard(const BackendShardRunner& runner, const JobSpec& spec,
+            const ShardSpec& shard, BlockInput rows, CancellationToken& token,
+            ShardRunner::Ready ready)
       : runner_(runner),
         spec_(spec),
         shard_(shard),
@@ -233,12 +236,30 @@ class BackendShardRunner::BlockShard
         ready_(std::move(ready)) {}
 
   void Start() {
-    if (std::optional<ShardOutcome> outcome = Send()) {
+    if (std::optional<ShardOutcome> outcome =
+            static_cast<Shard*>(this)->Send()) {
       ready_(Done(*std::move(outcome)));
     }
   }
 
+ protected:
+  const BackendShardRunner& runner_;
+  const JobSpec& spec_;
+  const ShardSpec shard_;
+  BlockInput rows_;
+  CancellationToken& token_;
+  ShardRunner::Ready ready_;
+};
+
+// A block's shard: its prompts sent as one call, and its result rows built
+// from the replies in the continuation.
+class BackendShardRunner::BlockShard : public RowsShard<BlockShard> {
+ public:
+  using RowsShard::RowsShard;
+
  private:
+  friend class RowsShard<BlockShard>;
+
   // Renders and sends the prompts: nullopt once they are out (the last
   // reply hands the shard to `ready`), or the outcome when none was sent.
   std::optional<ShardOutcome> Send() {
@@ -321,14 +342,8 @@ class BackendShardRunner::BlockShard
     return outcome;
   }
 
-  const BackendShardRunner& runner_;
-  const JobSpec& spec_;
-  const ShardSpec shard_;
-  BlockInput rows_;
   std::vector<size_t> prompted_;  // the rows with a prompt, by offset
   std::vector<RowFailure> failed_rows_;
-  CancellationToken& token_;
-  ShardRunner::Ready ready_;
   Call call_;
 };
 
@@ -337,26 +352,13 @@ class BackendShardRunner::BlockShard
 // line's result row (custom_id, status_code, request_id, body: the reply's
 // JSON text), any other ends the line as a failed row with its HTTP
 // status (batch_line.h writes both into the batch's files).
-class BackendShardRunner::BatchShard
-    : public std::enable_shared_from_this<BatchShard> {
+class BackendShardRunner::BatchShard : public RowsShard<BatchShard> {
  public:
-  BatchShard(const BackendShardRunner& runner, const JobSpec& spec,
-             const ShardSpec& shard, BlockInput rows, CancellationToken& token,
-             ShardRunner::Ready ready)
-      : runner_(runner),
-        spec_(spec),
-        shard_(shard),
-        rows_(std::move(rows)),
-        token_(token),
-        ready_(std::move(ready)) {}
-
-  void Start() {
-    if (std::optional<ShardOutcome> outcome = Send()) {
-      ready_(Done(*std::move(outcome)));
-    }
-  }
+  using RowsShard::RowsShard;
 
  private:
+  friend class RowsShard<BatchShard>;
+
   std::optional<ShardOutcome> Send() {
     if (token_.IsCancelled()) return Failed(token_.reason());
     std::vector<std::pair<Backend*, std::string>> requests;
@@ -430,16 +432,10 @@ class BackendShardRunner::BatchShard
     return outcome;
   }
 
-  const BackendShardRunner& runner_;
-  const JobSpec& spec_;
-  const ShardSpec shard_;
-  BlockInput rows_;
   // The lines sent, in order: their rows and custom_ids.
   std::vector<int64_t> sent_;
   std::vector<std::string> custom_ids_;
   std::vector<RowFailure> failed_rows_;
-  CancellationToken& token_;
-  ShardRunner::Ready ready_;
   std::shared_ptr<RequestBatch> batch_;
 };
 

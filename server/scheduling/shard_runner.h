@@ -105,6 +105,8 @@ class BackendShardRunner final : public ShardRunner {
   };
   // A block's shard, and a pipeline stage's, from Start to their outcome
   // (shard_runner.cc).
+  template <typename Shard>
+  class RowsShard;  // what BlockShard and BatchShard share
   class BlockShard;
   class StageShard;
   class BatchShard;
