@@ -104,6 +104,9 @@ absl::StatusOr<std::unique_ptr<SimServer>> SimServer::Create(
         "--listen host must be an IPv4 address, got ", options.listen));
   }
 
+  // A client that hangs up while a reply is written (sdgd cancelling a
+  // request) must not end the process with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<SimServer> server(new SimServer(options, std::move(replies)));
   server->base_ = event_base_new();
   server->http_ = evhttp_new(server->base_);
