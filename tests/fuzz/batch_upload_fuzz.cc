@@ -1,23 +1,68 @@
 // A Batch API upload as sdgd reads it: the multipart/form-data body (the
-// first input byte picks the boundary's length, the rest is the body), then
-// each line of its file part as a batch's validation parses it.
+// first input byte picks the boundary's length, the second how the body is
+// cut into the pieces the HTTP port hands on), then each line of its parts
+// as a batch's validation parses it. Read whole or in pieces, the parts
+// must be the same.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/api/multipart.h"
 #include "server/jobs/batch_line.h"
 
+namespace {
+
+class Collect final : public sdg::FormVisitor {
+ public:
+  absl::Status PartStarts(const sdg::FormPartHead& head) override {
+    parts.push_back({head.name, head.filename, ""});
+    return absl::OkStatus();
+  }
+  absl::Status PartData(absl::string_view data) override {
+    parts.back().data.append(data.data(), data.size());
+    return absl::OkStatus();
+  }
+  absl::Status PartEnds() override { return absl::OkStatus(); }
+  std::vector<sdg::FormPart> parts;
+};
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size < 1) return 0;
-  const absl::string_view input(reinterpret_cast<const char*>(data) + 1,
-                                size - 1);
+  if (size < 2) return 0;
+  const absl::string_view input(reinterpret_cast<const char*>(data) + 2,
+                                size - 2);
   const size_t boundary_length = std::min<size_t>(data[0] % 16, input.size());
+  const size_t step = 1 + data[1] % 64;
   const std::string content_type = absl::StrCat(
       "multipart/form-data; boundary=", input.substr(0, boundary_length));
-  auto parts = sdg::ParseMultipart(content_type, input.substr(boundary_length));
+  const absl::string_view body = input.substr(boundary_length);
+  auto parts = sdg::ParseMultipart(content_type, body);
+
+  auto reader = sdg::MultipartReader::Create(content_type);
+  if (reader.ok()) {
+    Collect pieces;
+    absl::Status fed;
+    for (size_t at = 0; at < body.size() && fed.ok(); at += step) {
+      fed = reader->Feed(body.substr(at, step), pieces);
+    }
+    if (fed.ok()) fed = reader->Finish();
+    if (fed.ok() != parts.ok()) abort();
+    if (parts.ok()) {
+      if (pieces.parts.size() != parts->size()) abort();
+      for (size_t i = 0; i < parts->size(); ++i) {
+        if (pieces.parts[i].name != (*parts)[i].name ||
+            pieces.parts[i].filename != (*parts)[i].filename ||
+            pieces.parts[i].data != (*parts)[i].data) {
+          abort();
+        }
+      }
+    }
+  }
   if (!parts.ok()) return 0;
   sdg::BatchFileValidator validator(
       "/v1/chat/completions",

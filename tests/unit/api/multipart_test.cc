@@ -3,9 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 namespace sdg {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // As the OpenAI SDKs (undici's FormData) send an upload.
@@ -46,6 +50,75 @@ TEST(MultipartTest, AQuotedBoundaryAndAnEmptyPartWork) {
   ASSERT_TRUE(parts.ok()) << parts.status();
   ASSERT_EQ(parts->size(), 1u);
   EXPECT_EQ((*parts)[0].data, "");
+}
+
+// Collects what a MultipartReader hands on, as it hands it on.
+class Recorder final : public FormVisitor {
+ public:
+  absl::Status PartStarts(const FormPartHead& head) override {
+    events.push_back("start " + head.name);
+    return absl::OkStatus();
+  }
+  absl::Status PartData(absl::string_view data) override {
+    data_bytes += data.size();
+    if (events.back().rfind("data", 0) != 0) events.push_back("data");
+    events.back().append(data.data(), data.size());
+    return absl::OkStatus();
+  }
+  absl::Status PartEnds() override {
+    events.push_back("end");
+    return absl::OkStatus();
+  }
+  std::vector<std::string> events;
+  size_t data_bytes = 0;
+};
+
+TEST(MultipartTest, EveryWayOfCuttingTheBodyReadsTheSame) {
+  const std::string body = kBody;
+  for (size_t step = 1; step <= body.size(); ++step) {
+    auto reader = MultipartReader::Create(kContentType);
+    ASSERT_TRUE(reader.ok());
+    Recorder recorder;
+    for (size_t at = 0; at < body.size(); at += step) {
+      ASSERT_TRUE(
+          reader->Feed(absl::string_view(body).substr(at, step), recorder)
+              .ok());
+    }
+    ASSERT_TRUE(reader->Finish().ok()) << step;
+    EXPECT_THAT(recorder.events,
+                ElementsAre("start purpose", "databatch", "end", "start file",
+                            "data{\"a\": 1}\r\n{\"b\": 2}\n", "end"))
+        << "cut every " << step << " bytes";
+  }
+}
+
+TEST(MultipartTest, AFilePartIsHandedOnBeforeTheBodyEnds) {
+  // 1 MB of a file part, its closing boundary not yet sent: every byte is
+  // already handed on.
+  auto reader = MultipartReader::Create(kContentType);
+  ASSERT_TRUE(reader.ok());
+  Recorder recorder;
+  ASSERT_TRUE(reader
+                  ->Feed("------formdata-undici-0123456789\r\n"
+                         "Content-Disposition: form-data; name=\"file\"; "
+                         "filename=\"big.jsonl\"\r\n\r\n",
+                         recorder)
+                  .ok());
+  const std::string line = "{\"custom_id\": \"x\"}\n";
+  size_t sent = 0;
+  while (sent < (1 << 20)) {
+    ASSERT_TRUE(reader->Feed(line, recorder).ok());
+    sent += line.size();
+  }
+  // Nothing is held back: no end of it could begin the boundary.
+  EXPECT_EQ(recorder.data_bytes, sent);
+  // Bytes that could begin it wait for the next ones to say.
+  ASSERT_TRUE(reader->Feed("\r\n--", recorder).ok());
+  EXPECT_EQ(recorder.data_bytes, sent);
+  ASSERT_TRUE(reader->Feed("x", recorder).ok());
+  EXPECT_EQ(recorder.data_bytes, sent + 5);
+  EXPECT_THAT(reader->Finish().message(),
+              HasSubstr("a part does not end with the boundary"));
 }
 
 TEST(MultipartTest, WhatIsNotMultipartSaysWhatIsWrong) {
