@@ -1,11 +1,12 @@
-// The Batch API's HTTP port (--openai_listen): libevent's HTTP server on one
-// thread of its own, with the gRPC port's TLS certificate (and client CA)
-// when it has one. The loop thread only parses and sends: each request is
-// handed to the blocking executor, whose handler may block on the store,
-// and its response comes back to the loop to be sent. A streamed response
-// (a file's content) is sent in chunks as the handler writes them, the
-// handler waiting while more than kMaxQueuedBytes wait for the socket; a
-// client that goes away ends the stream.
+// The Batch API's HTTP port (--openai_listen): HTTP/1.1 on libevent's
+// bufferevents, one loop thread of its own, with the gRPC port's TLS
+// certificate (and client CA) when it has one. The loop only reads and
+// writes bytes: each request's handler runs on the blocking executor from
+// the moment its head has arrived, reading the body as it comes (an upload
+// is stored while it arrives, never held whole) and writing its response,
+// which the loop sends. Both directions are bounded: the loop stops reading
+// while kMaxQueuedBodyBytes of body wait for the handler, and a streamed
+// response's handler waits while kMaxQueuedBytes wait for the socket.
 #ifndef SDG_SERVER_API_API_HTTP_SERVER_H_
 #define SDG_SERVER_API_API_HTTP_SERVER_H_
 
@@ -14,31 +15,43 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
-#include <vector>
+#include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "base/executor.h"
 #include "server/api/transport_security.h"
 
 struct event_base;
-struct evhttp;
-struct evhttp_request;
+struct evconnlistener;
 struct ssl_ctx_st;
 
 namespace sdg {
 
+// A request's body as it arrives.
+class RequestBody {
+ public:
+  virtual ~RequestBody() = default;
+  // Replaces `piece` with the body's next bytes; false once it has ended.
+  // CANCELLED when the client has gone; INVALID_ARGUMENT or OUT_OF_RANGE
+  // when its body is malformed or larger than the port takes.
+  virtual absl::StatusOr<bool> Next(std::string& piece) = 0;
+};
+
+// The whole of `body`; INVALID_ARGUMENT once it passes `max_bytes`.
+absl::StatusOr<std::string> ReadWholeBody(RequestBody& body, size_t max_bytes);
+
 struct ApiRequest {
-  std::string method;  // "GET", "POST", "DELETE"
-  std::string path;    // without the query
+  std::string method;  // "GET", "POST", "DELETE", ...
+  std::string path;    // without the query, as sent
   std::string query;   // after '?', undecoded
   std::optional<std::string> authorization;
   std::string content_type;
-  std::string body;
+  // Read while the handler runs; what it leaves unread is discarded.
+  RequestBody* body = nullptr;
 };
 
 // Where a streamed response's handler writes its body.
@@ -70,15 +83,16 @@ class ApiHttpServer {
     size_t max_body_bytes = 256 << 20;
   };
   // Runs on the executor, once per request.
-  using Handler = std::function<ApiResponse(ApiRequest)>;
+  using Handler = std::function<ApiResponse(const ApiRequest&)>;
 
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
+  static constexpr size_t kMaxQueuedBodyBytes = 1 << 20;
 
   // `executor` outlives the server.
   static absl::StatusOr<std::unique_ptr<ApiHttpServer>> Create(
       const Options& options, Handler handler, Executor& executor);
   // Stops accepting, waits for the requests being handled to be answered,
-  // then stops the loop.
+  // then closes every connection and stops the loop.
   ~ApiHttpServer();
 
   ApiHttpServer(const ApiHttpServer&) = delete;
@@ -87,24 +101,32 @@ class ApiHttpServer {
   int port() const { return port_; }
 
  private:
-  class Stream;
-  ApiHttpServer(Handler handler, Executor& executor)
-      : handler_(std::move(handler)), executor_(executor) {}
-  static void OnRequest(evhttp_request* request, void* self);
+  class Connection;
+  class Exchange;
+  ApiHttpServer(const Options& options, Handler handler, Executor& executor)
+      : options_(options), handler_(std::move(handler)), executor_(executor) {}
   // Runs `work` on the loop thread.
   void RunOnLoop(absl::AnyInvocable<void() &&> work);
-  // A request's response is sent (or abandoned): one fewer in flight.
-  void Answered();
+  // Runs `work` on the loop thread and waits for it.
+  void RunOnLoopAndWait(absl::AnyInvocable<void() &&> work);
+  // On the loop: a new connection from the listener.
+  void Accept(int socket);
+  // Starts `exchange`'s handler on the executor.
+  void Handle(std::shared_ptr<Exchange> exchange, ApiRequest request);
 
+  const Options options_;
   const Handler handler_;
   Executor& executor_;
   event_base* base_ = nullptr;
-  evhttp* http_ = nullptr;
+  evconnlistener* listener_ = nullptr;
   ssl_ctx_st* tls_ = nullptr;
   int port_ = 0;
-  absl::Mutex mu_;
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
+  // The loop's: every open connection, and whether it takes new requests.
+  absl::flat_hash_map<Connection*, std::shared_ptr<Connection>> connections_;
+  bool stopping_ = false;
+  absl::Mutex mu_;
+  size_t handlers_running_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sdg

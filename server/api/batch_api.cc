@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +27,8 @@ using Json = nlohmann::ordered_json;
 constexpr size_t kMaxMetadataKeys = 16;
 constexpr size_t kMaxMetadataKeyChars = 64;
 constexpr size_t kMaxMetadataValueChars = 512;
+// A request that is not a file upload is a small JSON object.
+constexpr size_t kMaxJsonBodyBytes = 1 << 20;
 
 int HttpStatusOf(absl::StatusCode code) {
   switch (code) {
@@ -302,34 +306,88 @@ ApiResponse BatchApi::Handle(const ApiRequest& request) {
                    ". This server serves /v1/files and /v1/batches.")));
 }
 
+// A file upload, read as it arrives: the form's "file" part goes to the
+// store line by line, its "purpose" field is checked whenever it comes
+// (the SDKs send it after the file).
 ApiResponse BatchApi::UploadFile(const Caller& caller,
                                  const ApiRequest& request) {
-  absl::StatusOr<std::vector<FormPart>> parts =
-      ParseMultipart(request.content_type, request.body);
-  if (!parts.ok()) return ErrorResponse(parts.status());
-  const FormPart* file = nullptr;
-  std::string purpose;
-  for (const FormPart& part : *parts) {
-    if (part.name == "file") file = &part;
-    if (part.name == "purpose") purpose = std::string(part.data);
+  absl::StatusOr<MultipartReader> reader =
+      MultipartReader::Create(request.content_type);
+  if (!reader.ok()) return ErrorResponse(reader.status());
+  class Form final : public FormVisitor {
+   public:
+    Form(BatchService& batches, const Caller& caller)
+        : batches_(batches), caller_(caller) {}
+
+    absl::Status PartStarts(const FormPartHead& head) override {
+      part_ = head.name;
+      if (part_ == "purpose") {
+        purpose_.emplace();
+      } else if (part_ == "file") {
+        param_ = "file";
+        if (file_ != nullptr) {
+          return absl::InvalidArgumentError("file: sent twice in one form");
+        }
+        absl::StatusOr<std::unique_ptr<FileUpload>> upload =
+            batches_.StartFileUpload(caller_, head.filename);
+        if (!upload.ok()) return upload.status();
+        file_ = *std::move(upload);
+      }
+      return absl::OkStatus();
+    }
+    absl::Status PartData(absl::string_view data) override {
+      if (part_ == "file") return file_->Take(data);
+      if (part_ == "purpose") {
+        if (purpose_->size() + data.size() > 64) {
+          param_ = "purpose";
+          return absl::InvalidArgumentError("purpose: longer than 64 bytes");
+        }
+        purpose_->append(data.data(), data.size());
+      }
+      return absl::OkStatus();
+    }
+    absl::Status PartEnds() override {
+      if (part_ != "purpose") return absl::OkStatus();
+      param_ = "purpose";
+      return BatchService::CheckUploadPurpose(*purpose_);
+    }
+
+    // The field an error is about.
+    const std::string& param() const { return param_; }
+    const std::optional<std::string>& purpose() const { return purpose_; }
+    FileUpload* file() const { return file_.get(); }
+
+   private:
+    BatchService& batches_;
+    const Caller& caller_;
+    std::string part_;  // the part being read
+    std::string param_;
+    std::optional<std::string> purpose_;
+    std::unique_ptr<FileUpload> file_;
+  } form(batches_, caller);
+  std::string piece;
+  while (true) {
+    absl::StatusOr<bool> more = request.body->Next(piece);
+    if (!more.ok()) return ErrorResponse(more.status());
+    if (!*more) break;
+    if (absl::Status fed = reader->Feed(piece, form); !fed.ok()) {
+      return ErrorResponse(fed, form.param());
+    }
   }
-  if (purpose.empty()) {
+  if (absl::Status finished = reader->Finish(); !finished.ok()) {
+    return ErrorResponse(finished);
+  }
+  if (!form.purpose().has_value()) {
     return ErrorResponse(
         absl::InvalidArgumentError("purpose: missing; send purpose=batch"),
         "purpose");
   }
-  if (file == nullptr) {
+  if (form.file() == nullptr) {
     return ErrorResponse(
         absl::InvalidArgumentError("file: missing; send the file's lines"),
         "file");
   }
-  absl::StatusOr<std::unique_ptr<FileUpload>> upload =
-      batches_.StartFileUpload(caller, file->filename, purpose);
-  if (!upload.ok()) return ErrorResponse(upload.status(), "purpose");
-  if (absl::Status s = (*upload)->Take(file->data); !s.ok()) {
-    return ErrorResponse(s, "file");
-  }
-  absl::StatusOr<StoredDataset> stored = (*upload)->Complete();
+  absl::StatusOr<StoredDataset> stored = form.file()->Complete();
   if (!stored.ok()) return ErrorResponse(stored.status(), "file");
   return JsonResponse(200, FileObject(*stored, file_retention_));
 }
@@ -384,7 +442,10 @@ ApiResponse BatchApi::FileContent(const Caller& caller,
 
 ApiResponse BatchApi::CreateBatch(const Caller& caller,
                                   const ApiRequest& request) {
-  const Json body = Json::parse(request.body, nullptr, false);
+  absl::StatusOr<std::string> text_body =
+      ReadWholeBody(*request.body, kMaxJsonBodyBytes);
+  if (!text_body.ok()) return ErrorResponse(text_body.status());
+  const Json body = Json::parse(*text_body, nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
     return ErrorResponse(
         absl::InvalidArgumentError("the request body must be a JSON object"));

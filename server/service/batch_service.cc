@@ -209,13 +209,15 @@ std::string BatchService::ErrorFileId(absl::string_view job_id) {
   return absl::StrCat("file-", job_id, "-errors");
 }
 
+absl::Status BatchService::CheckUploadPurpose(const std::string& purpose) {
+  if (purpose == "batch") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("purpose: ", Quoted(purpose),
+                   " is not supported; this server takes \"batch\" files"));
+}
+
 absl::StatusOr<std::unique_ptr<FileUpload>> BatchService::StartFileUpload(
-    const Caller& caller, std::string filename, std::string purpose) {
-  if (purpose != "batch") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("purpose: ", Quoted(purpose),
-                     " is not supported; this server takes \"batch\" files"));
-  }
+    const Caller& caller, std::string filename) {
   FileUpload::Limits limits;
   SDG_ASSIGN_OR_RETURN(limits.upload, jobs_.UploadLimits(caller));
   limits.upload.max_upload_bytes =
@@ -227,7 +229,7 @@ absl::StatusOr<std::unique_ptr<FileUpload>> BatchService::StartFileUpload(
   limits.lines_flag = "--openai_max_file_lines";
   return std::make_unique<FileUpload>(store_, absl::StrCat("file-", NewJobId()),
                                       caller.tenant, std::move(filename),
-                                      std::move(purpose), std::move(limits));
+                                      "batch", std::move(limits));
 }
 
 absl::StatusOr<StoredDataset> BatchService::GetFile(

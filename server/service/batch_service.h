@@ -62,8 +62,13 @@ class BatchService {
       : options_(options), jobs_(jobs), store_(store) {}
 
   // Files. A file belongs to its tenant: another tenant's is NOT_FOUND.
+  // A file of purpose "batch" (the only one a client uploads), whose
+  // bytes are taken as they arrive.
   absl::StatusOr<std::unique_ptr<FileUpload>> StartFileUpload(
-      const Caller& caller, std::string filename, std::string purpose);
+      const Caller& caller, std::string filename);
+  // INVALID_ARGUMENT naming the field unless an upload's `purpose` is one
+  // this server takes.
+  static absl::Status CheckUploadPurpose(const std::string& purpose);
   absl::StatusOr<StoredDataset> GetFile(const Caller& caller,
                                         const std::string& file_id);
   // The caller's files (those of the Batch API: with a purpose), newest

@@ -14,6 +14,7 @@
 #include "tests/integration/service_fixture.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/raw_http_client.h"
 #include "tests/testing/test_certificates.h"
 
 namespace sdg::testing {
@@ -44,23 +45,29 @@ std::string UploadForm(const std::string& lines) {
 
 class BatchApiServiceTest : public ServiceFixture {
  protected:
-  void StartWithTls() {
+  void StartWithTls() { Start(/*tls=*/true); }
+  void Start(bool tls, int64_t max_file_lines = 50000) {
     const std::string dir = MakeTempDir();
-    CertificateFiles ca;
-    CertificateFiles server;
-    ASSERT_TRUE(MakeCertificateAuthority(dir, "ca", ca).ok());
-    ASSERT_TRUE(
-        MakeSignedCertificate(dir, "server", ca, "IP:127.0.0.1", server).ok());
-    ca_file_ = ca.cert;
     WriteFile(dir + "/tokens",
               absl::StrCat("alice sha256:", Sha256Hex("alice-token"), "\n"));
     ServerOptions options;
     options.openai_listen = "127.0.0.1:0";
-    options.tls.cert_file = server.cert;
-    options.tls.key_file = server.key;
     options.auth.tokens_file = dir + "/tokens";
+    options.batch.max_file_lines = max_file_lines;
+    if (tls) {
+      CertificateFiles ca;
+      CertificateFiles server;
+      ASSERT_TRUE(MakeCertificateAuthority(dir, "ca", ca).ok());
+      ASSERT_TRUE(
+          MakeSignedCertificate(dir, "server", ca, "IP:127.0.0.1", server)
+              .ok());
+      ca_file_ = ca.cert;
+      options.tls.cert_file = server.cert;
+      options.tls.key_file = server.key;
+    }
     StartServer({{"sim", sim_.url()}}, options);
-    base_ = absl::StrCat("https://127.0.0.1:", server_->openai_port(), "/v1");
+    base_ = absl::StrCat(tls ? "https" : "http",
+                         "://127.0.0.1:", server_->openai_port(), "/v1");
   }
 
   HttpReply Call(const std::string& method, const std::string& path,
@@ -172,6 +179,36 @@ TEST_F(BatchApiServiceTest, ALargeFileDownloadsWholeThroughTheStream) {
       CallJson("DELETE", "/files/" + file["id"].get<std::string>())["deleted"],
       true);
   EXPECT_EQ(Call("GET", "/files/" + file["id"].get<std::string>()).status, 404);
+}
+
+TEST_F(BatchApiServiceTest, AnUploadIsCheckedLineByLineWhileItArrives) {
+  Start(/*tls=*/false, /*max_file_lines=*/100);
+  // The request says 100 MB are coming; the client sends the form's head
+  // and 101 lines, then waits. The answer comes now: the server has read
+  // the lines as they came, and the 101st is one too many.
+  RawClient client(server_->openai_port());
+  client.Send(absl::StrCat(
+      "POST /v1/files HTTP/1.1\r\nHost: sdg\r\n"
+      "Authorization: Bearer alice-token\r\n"
+      "Content-Type: multipart/form-data; boundary=b\r\n"
+      "Content-Length: ",
+      100 << 20,
+      "\r\n\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; "
+      "filename=\"big.jsonl\"\r\n\r\n"));
+  std::string lines;
+  for (int i = 0; i < 101; ++i) {
+    absl::StrAppend(&lines, "{\"custom_id\": \"r", i, "\"}\n");
+  }
+  client.Send(lines);
+  RawClient::Response response = client.Read();
+  EXPECT_THAT(response.head, ::testing::StartsWith("HTTP/1.1 400 "));
+  const json error = json::parse(response.body, nullptr, false);
+  EXPECT_EQ(error["error"]["param"], "file") << response.body;
+  EXPECT_THAT(error["error"]["message"].get<std::string>(),
+              HasSubstr("more than 100 lines (the server's "
+                        "--openai_max_file_lines)"));
+  // Nothing of it was kept.
+  EXPECT_EQ(CallJson("GET", "/files")["data"].size(), 0u);
 }
 
 }  // namespace
