@@ -65,21 +65,30 @@ def upload(base, path):
                            f"multipart/form-data; boundary={boundary}"))
 
 
-def run_batch(base, lines_path, out_path):
+def run_batch(base, lines_path, out_path, phases):
     start = time.perf_counter()
     file = upload(base, lines_path)
+    uploaded = time.perf_counter()
     batch = json.loads(http("POST", base + "/batches", json.dumps({
         "input_file_id": file["id"], "endpoint": "/v1/chat/completions",
         "completion_window": "24h"}).encode()))
+    created = time.perf_counter()
     while batch["status"] not in ("completed", "failed", "expired",
                                   "cancelled"):
         time.sleep(0.02)
         batch = json.loads(http("GET", base + "/batches/" + batch["id"]))
     assert batch["status"] == "completed", batch
+    completed = time.perf_counter()
     with open(out_path, "wb") as out:
         out.write(http("GET", base + f"/files/{batch['output_file_id']}"
                        "/content"))
-    return time.perf_counter() - start
+    end = time.perf_counter()
+    for name, seconds in (("upload", uploaded - start),
+                          ("create", created - uploaded),
+                          ("run", completed - created),
+                          ("download", end - completed)):
+        phases.setdefault(name, []).append(round(seconds, 3))
+    return end - start
 
 
 def run_generate(sdgctl, port, rows_path, out_path):
@@ -158,11 +167,12 @@ def main():
                 (memory_kib(sdgd.pid, "VmHWM") - before) / 1024, 1)}))
         sdgctl = f"{args.build}/client/sdgctl"
         times = {"generate": [], "batch": []}
+        phases = {}
         for _ in range(args.rounds):
             times["generate"].append(run_generate(
                 sdgctl, port, rows_path, f"{work}/generated.jsonl"))
             times["batch"].append(run_batch(base, lines_path,
-                                            f"{work}/output.jsonl"))
+                                            f"{work}/output.jsonl", phases))
         rates = {k: args.lines / statistics.median(v) for k, v in times.items()}
         print(json.dumps({
             "lines": args.lines, "rounds": args.rounds,
@@ -170,6 +180,7 @@ def main():
             "batch_lines_per_s": round(rates["batch"]),
             "batch_over_generate": round(rates["batch"] / rates["generate"], 3),
             "seconds": {k: [round(t, 3) for t in v] for k, v in times.items()},
+            "batch_phase_seconds": phases,
         }))
 
     finally:

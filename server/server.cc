@@ -228,12 +228,14 @@ absl::Status Server::StartBatchApi() {
   // The largest file, and its form's headers.
   http.max_body_bytes =
       static_cast<size_t>(options_.batch.max_file_bytes) + (1 << 20);
+  openai_requests_ =
+      std::make_unique<Executor>(options_.openai_threads, "sdg-openai");
   absl::StatusOr<std::unique_ptr<ApiHttpServer>> server = ApiHttpServer::Create(
       http,
       [api = batch_api_.get()](const ApiRequest& request) {
         return api->Handle(request);
       },
-      *blocking_);
+      *openai_requests_);
   if (!server.ok()) return server.status();
   api_http_ = *std::move(server);
   Log(LogLevel::kInfo, "serving the OpenAI Batch API",

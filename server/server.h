@@ -90,6 +90,9 @@ struct ServerOptions {
   // The OpenAI Batch API's HTTP port (HOST:PORT, port 0 a free one), with
   // `tls` and `auth` as the gRPC port; empty: not served.
   std::string openai_listen;
+  // Threads that run its requests (an upload holds one while it arrives,
+  // so slow uploads never hold up the gRPC calls' blocking work).
+  int openai_threads = 8;
   BatchService::Options batch;
 };
 
@@ -152,7 +155,9 @@ class Server {
   std::unique_ptr<GenerationService> service_;
   std::unique_ptr<BatchService> batches_;
   std::unique_ptr<BatchApi> batch_api_;
-  // Before the executor in destruction: its requests are answered first.
+  // The Batch API's requests run here, not on blocking_.
+  std::unique_ptr<Executor> openai_requests_;
+  // Before its executor in destruction: its requests are answered first.
   std::unique_ptr<ApiHttpServer> api_http_;
   // Runs the JobService's RemoveExpired; stopped before it goes.
   std::unique_ptr<PeriodicTask> retention_;

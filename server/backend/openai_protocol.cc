@@ -11,60 +11,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/json.h"
 #include "sdg/v1/block_defaults.h"
 
 namespace sdg {
 namespace {
 
 using nlohmann::json;
-
-// Request bodies are written straight into one string rather than built as
-// a JSON DOM and dumped: the prompt is most of a body, and nlohmann's
-// escaping went through it a byte at a time (6.6 % of sdgd's CPU with 3 KB
-// rows; bench/README.md).
-void AppendJsonString(absl::string_view text, std::string& out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  // RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
-  if (!simdjson::validate_utf8(text.data(), text.size())) {
-    // Not reached from requests (protobuf strings are UTF-8), but a body
-    // must stay JSON whatever it carries: invalid bytes become U+FFFD, as
-    // nlohmann's replace handler writes them.
-    out.append(json(std::string(text))
-                   .dump(-1, ' ', false, json::error_handler_t::replace));
-    return;
-  }
-  out.push_back('"');
-  size_t run = 0;  // start of the bytes not yet appended
-  for (size_t i = 0; i < text.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(text.data() + run, i - run);
-    run = i + 1;
-    switch (c) {
-      case '"':
-        out.append("\\\"");
-        break;
-      case '\\':
-        out.append("\\\\");
-        break;
-      case '\n':
-        out.append("\\n");
-        break;
-      case '\r':
-        out.append("\\r");
-        break;
-      case '\t':
-        out.append("\\t");
-        break;
-      default:
-        out.append("\\u00");
-        out.push_back(kHex[c >> 4]);
-        out.push_back(kHex[c & 0xf]);
-    }
-  }
-  out.append(text.data() + run, text.size() - run);
-  out.push_back('"');
-}
 
 // The fields both APIs share, after the prompt: `,"model":...` and so on,
 // then the closing brace. Numbers that are not integers go through
@@ -95,33 +48,8 @@ void AppendSamplingFields(const v1::Block& block, std::string& out) {
   out.push_back('}');
 }
 
-// Replies are parsed with simdjson into its own tape, not into a DOM of
-// allocated nodes: a worker thread's parser keeps its buffers from reply to
-// reply (up to kKeptParserCapacity) and only the texts are copied out.
-constexpr size_t kKeptParserCapacity = 1 << 20;
-
-// The thread's parser, for one parse: what it parsed stays valid until this
-// goes, and then a parser grown past kKeptParserCapacity is let go.
-class ThreadParser {
- public:
-  ThreadParser() = default;
-  ThreadParser(const ThreadParser&) = delete;
-  ThreadParser& operator=(const ThreadParser&) = delete;
-  ~ThreadParser() {
-    if (parser_.capacity() > kKeptParserCapacity) {
-      parser_ = simdjson::dom::parser();
-    }
-  }
-  simdjson::error_code Parse(absl::string_view body,
-                             simdjson::dom::element& out) {
-    return parser_.parse(body.data(), body.size(), true).get(out);
-  }
-
- private:
-  static thread_local simdjson::dom::parser parser_;
-};
-
-thread_local simdjson::dom::parser ThreadParser::parser_;
+// Replies are parsed with the thread's simdjson parser (its own tape, not
+// a DOM of allocated nodes); only the texts are copied out.
 
 int64_t IntegerOr0(simdjson::dom::element number) {
   int64_t integer;
@@ -141,7 +69,7 @@ absl::StatusOr<Completion> ParseReply(absl::string_view body,
                                       int expected_choices,
                                       absl::string_view text_field,
                                       TextOf text_of) {
-  ThreadParser parser;
+  ThreadJsonParser parser;
   simdjson::dom::element reply;
   if (parser.Parse(body, reply) != simdjson::SUCCESS) {
     return absl::DataLossError(absl::StrCat(
@@ -243,7 +171,7 @@ TokenCost EstimateRequestTokens(absl::string_view body) {
   TokenCost cost;
   // About 4 bytes a token, OpenAI's rule of thumb for English text.
   cost.input = static_cast<int64_t>((body.size() + 3) / 4);
-  ThreadParser parser;
+  ThreadJsonParser parser;
   simdjson::dom::element request;
   simdjson::dom::object object;
   if (parser.Parse(body, request) != simdjson::SUCCESS ||
@@ -263,7 +191,7 @@ TokenCost EstimateRequestTokens(absl::string_view body) {
 }
 
 std::optional<TokenCost> ReplyUsage(absl::string_view body) {
-  ThreadParser parser;
+  ThreadJsonParser parser;
   simdjson::dom::element reply;
   simdjson::dom::object usage;
   if (parser.Parse(body, reply) != simdjson::SUCCESS ||

@@ -1,17 +1,16 @@
 #include "server/jobs/batch_line.h"
 
-#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+#include <string_view>
 #include <utility>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "base/json.h"
 
 namespace sdg {
 namespace {
-
-// Keeps the body's keys in the order sent: it goes to the backend as the
-// client wrote it.
-using Json = nlohmann::ordered_json;
 
 v1::BatchLineError LineError(int64_t number, absl::string_view code,
                              std::string message, absl::string_view param) {
@@ -21,12 +20,6 @@ v1::BatchLineError LineError(int64_t number, absl::string_view code,
   error.set_message(std::move(message));
   error.set_param(std::string(param));
   return error;
-}
-
-// `text` as a JSON string literal.
-std::string Quote(absl::string_view text) {
-  return Json(std::string(text))
-      .dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -40,9 +33,15 @@ bool IsBatchEndpoint(absl::string_view endpoint) {
 
 google::protobuf::Struct LineRow(absl::string_view line) {
   google::protobuf::Struct row;
-  (*row.mutable_fields())[std::string(kLineColumn)].set_string_value(
-      std::string(line));
+  SetLineRow(line, row);
   return row;
+}
+
+void SetLineRow(absl::string_view line, google::protobuf::Struct& row) {
+  auto& fields = *row.mutable_fields();
+  if (fields.size() != 1) fields.clear();
+  fields[std::string(kLineColumn)].mutable_string_value()->assign(line.data(),
+                                                                  line.size());
 }
 
 absl::string_view RowLine(const google::protobuf::Struct& row) {
@@ -51,10 +50,17 @@ absl::string_view RowLine(const google::protobuf::Struct& row) {
   return it->second.string_value();
 }
 
+// Lines are parsed with simdjson (a file's lines are read twice: by the
+// batch's validation and by its shards). Its DOM validates the whole line;
+// an integer too large for 64 bits is refused as not parseable, where
+// nlohmann would have read it as a double.
 ParsedBatchLine ParseBatchLine(absl::string_view text, int64_t number) {
   ParsedBatchLine parsed;
-  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
+  ThreadJsonParser parser;
+  simdjson::dom::element root;
+  simdjson::dom::object object;
+  if (parser.Parse(text, root) != simdjson::SUCCESS ||
+      root.get_object().get(object) != simdjson::SUCCESS) {
     parsed.error =
         LineError(number, "invalid_json_line",
                   "This line is not parseable as a JSON object.", "");
@@ -66,36 +72,36 @@ ParsedBatchLine ParseBatchLine(absl::string_view text, int64_t number) {
         absl::StrCat("The line's ", field, " must be ", kind, "."), field);
     return parsed;
   };
-  auto custom_id = json.find("custom_id");
-  if (custom_id == json.end() || !custom_id->is_string() ||
-      custom_id->get_ref<const std::string&>().empty()) {
+  std::string_view custom_id;
+  if (object["custom_id"].get_string().get(custom_id) != simdjson::SUCCESS ||
+      custom_id.empty()) {
     return missing("custom_id", "a string that is not empty");
   }
-  auto method = json.find("method");
-  if (method == json.end() || !method->is_string()) {
+  std::string_view method;
+  if (object["method"].get_string().get(method) != simdjson::SUCCESS) {
     return missing("method", "\"POST\"");
   }
-  if (method->get_ref<const std::string&>() != "POST") {
+  if (method != "POST") {
     parsed.error = LineError(number, "invalid_method",
                              "The line's method must be \"POST\".", "method");
     return parsed;
   }
-  auto url = json.find("url");
-  if (url == json.end() || !url->is_string()) {
+  std::string_view url;
+  if (object["url"].get_string().get(url) != simdjson::SUCCESS) {
     return missing("url", "one of the batch endpoints");
   }
-  auto body = json.find("body");
-  if (body == json.end() || !body->is_object()) {
+  simdjson::dom::object body;
+  if (object["body"].get_object().get(body) != simdjson::SUCCESS) {
     return missing("body", "a JSON object (the request's body)");
   }
   BatchLine& line = parsed.line.emplace();
-  line.custom_id = custom_id->get<std::string>();
-  line.url = url->get<std::string>();
-  if (auto model = body->find("model");
-      model != body->end() && model->is_string()) {
-    line.model = model->get<std::string>();
+  line.custom_id = std::string(custom_id);
+  line.url = std::string(url);
+  std::string_view model;
+  if (body["model"].get_string().get(model) == simdjson::SUCCESS) {
+    line.model = std::string(model);
   }
-  line.body = body->dump(-1, ' ', false, Json::error_handler_t::replace);
+  line.body = simdjson::minify(body);
   return parsed;
 }
 
@@ -119,16 +125,16 @@ void BatchFileValidator::Add(absl::string_view text) {
     several_models_ = true;
   }
   if (line.url != endpoint_) {
-    Fail(LineError(
-        number, "url_mismatch",
-        absl::StrCat("The line's url ", Quote(line.url),
-                     " is not the batch's endpoint ", Quote(endpoint_), "."),
-        "url"));
+    Fail(LineError(number, "url_mismatch",
+                   absl::StrCat("The line's url ", JsonString(line.url),
+                                " is not the batch's endpoint ",
+                                JsonString(endpoint_), "."),
+                   "url"));
     return;
   }
   if (!custom_ids_.insert(absl::HashOf(line.custom_id)).second) {
     Fail(LineError(number, "duplicate_custom_id",
-                   absl::StrCat("The custom_id ", Quote(line.custom_id),
+                   absl::StrCat("The custom_id ", JsonString(line.custom_id),
                                 " is on an earlier line; each must be unique "
                                 "in the file."),
                    "custom_id"));
@@ -143,7 +149,7 @@ void BatchFileValidator::Add(absl::string_view text) {
   if (!model_served_(line.model)) {
     Fail(LineError(number, "model_not_found",
                    absl::StrCat("No backend of this server serves the model ",
-                                Quote(line.model), "."),
+                                JsonString(line.model), "."),
                    "body.model"));
   }
 }
@@ -156,37 +162,46 @@ std::string BatchOutputLine(absl::string_view job_id, int64_t row_index,
                             absl::string_view custom_id, int status_code,
                             absl::string_view request_id,
                             absl::string_view body) {
-  return absl::StrCat("{\"id\":", Quote(BatchRequestId(job_id, row_index)),
-                      ",\"custom_id\":", Quote(custom_id),
-                      ",\"response\":{\"status_code\":", status_code,
-                      ",\"request_id\":", Quote(request_id), ",\"body\":", body,
-                      "},\"error\":null}");
+  std::string line;
+  line.reserve(body.size() + custom_id.size() + 2 * request_id.size() + 96);
+  line.append("{\"id\":");
+  AppendJsonString(BatchRequestId(job_id, row_index), line);
+  line.append(",\"custom_id\":");
+  AppendJsonString(custom_id, line);
+  absl::StrAppend(&line, ",\"response\":{\"status_code\":", status_code,
+                  ",\"request_id\":");
+  AppendJsonString(request_id, line);
+  absl::StrAppend(&line, ",\"body\":", body, "},\"error\":null}");
+  return line;
 }
 
 std::string BatchErrorLine(absl::string_view job_id, int64_t row_index,
                            absl::string_view custom_id, int http_status,
                            absl::string_view code, absl::string_view message) {
   const std::string head =
-      absl::StrCat("{\"id\":", Quote(BatchRequestId(job_id, row_index)),
-                   ",\"custom_id\":", Quote(custom_id));
+      absl::StrCat("{\"id\":", JsonString(BatchRequestId(job_id, row_index)),
+                   ",\"custom_id\":", JsonString(custom_id));
   if (http_status != 0) {
     return absl::StrCat(
         head, ",\"response\":{\"status_code\":", http_status,
         ",\"request_id\":\"\",\"body\":{\"error\":{\"message\":",
-        Quote(message), ",\"type\":", Quote(code),
+        JsonString(message), ",\"type\":", JsonString(code),
         ",\"param\":null,\"code\":null}}},\"error\":null}");
   }
-  return absl::StrCat(head,
-                      ",\"response\":null,\"error\":{\"code\":", Quote(code),
-                      ",\"message\":", Quote(message), "}}");
+  return absl::StrCat(
+      head, ",\"response\":null,\"error\":{\"code\":", JsonString(code),
+      ",\"message\":", JsonString(message), "}}");
 }
 
 std::string CustomIdOf(absl::string_view text) {
-  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!json.is_object()) return "";
-  auto custom_id = json.find("custom_id");
-  if (custom_id == json.end() || !custom_id->is_string()) return "";
-  return custom_id->get<std::string>();
+  ThreadJsonParser parser;
+  simdjson::dom::element root;
+  std::string_view custom_id;
+  if (parser.Parse(text, root) != simdjson::SUCCESS ||
+      root["custom_id"].get_string().get(custom_id) != simdjson::SUCCESS) {
+    return "";
+  }
+  return std::string(custom_id);
 }
 
 }  // namespace sdg

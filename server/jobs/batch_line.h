@@ -29,6 +29,9 @@ bool IsBatchEndpoint(absl::string_view endpoint);
 
 // A file row for `line`, and the line a row holds ("" if it holds none).
 google::protobuf::Struct LineRow(absl::string_view line);
+// Makes `row` the row holding `line`, reusing its memory (a file's lines,
+// one after another).
+void SetLineRow(absl::string_view line, google::protobuf::Struct& row);
 absl::string_view RowLine(const google::protobuf::Struct& row);
 
 struct BatchLine {

@@ -1,5 +1,7 @@
 #include "server/service/batch_service.h"
 
+#include <google/protobuf/arena.h>
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -58,7 +60,8 @@ class OutputFile {
     bytes_ += static_cast<int64_t>(line.size()) + 1;
     sha256_.Update(line);
     sha256_.Update("\n");
-    return builder_->Add(LineRow(line));
+    SetLineRow(line, row_);
+    return builder_->Add(row_);
   }
   absl::Status Save(DatasetStore& store, const std::string& tenant) {
     SDG_RETURN_IF_ERROR(builder_->Finish().status());
@@ -79,6 +82,7 @@ class OutputFile {
   const std::string file_id_;
   const std::string filename_;
   std::unique_ptr<DatasetBuilder> builder_;
+  google::protobuf::Struct row_;  // reused from line to line
   int64_t lines_ = 0;
   int64_t bytes_ = 0;
   Sha256 sha256_;
@@ -408,12 +412,14 @@ absl::Status BatchService::Finalize(Job& job, const v1::Job& described) {
         next->event_case != LogEvent::kShardError) {
       continue;
     }
-    LogEvent event;
-    if (!event.ParseFromString(next->bytes)) {
+    // Each event's rows in an arena, freed at once.
+    google::protobuf::Arena arena;
+    auto* event = google::protobuf::Arena::CreateMessage<LogEvent>(&arena);
+    if (!event->ParseFromString(next->bytes)) {
       return absl::DataLossError(absl::StrCat(
           "event ", next->sequence, " of job ", job.id(), " is corrupt"));
     }
-    SDG_RETURN_IF_ERROR(writer.Take(event));
+    SDG_RETURN_IF_ERROR(writer.Take(*event));
   }
   const absl::string_view code = ExpiredByWindow(described) ? "batch_expired"
                                  : described.state() == v1::JOB_STATE_CANCELLED

@@ -76,7 +76,8 @@ absl::Status FileUpload::AddLine(absl::string_view line) {
         absl::StrCat("file: more than ", limits_.max_lines,
                      " lines (the server's ", limits_.lines_flag, ")"));
   }
-  return builder_->Add(LineRow(line));
+  SetLineRow(line, row_);
+  return builder_->Add(row_);
 }
 
 absl::StatusOr<StoredDataset> FileUpload::Complete() {

@@ -7,6 +7,8 @@
 #ifndef SDG_SERVER_SERVICE_FILE_UPLOAD_H_
 #define SDG_SERVER_SERVICE_FILE_UPLOAD_H_
 
+#include <google/protobuf/struct.pb.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,7 +56,8 @@ class FileUpload {
   const std::string purpose_;
   const Limits limits_;
   std::unique_ptr<DatasetBuilder> builder_;
-  std::string partial_;  // a line not yet ended
+  std::string partial_;           // a line not yet ended
+  google::protobuf::Struct row_;  // reused from line to line
   int64_t bytes_ = 0;
   int64_t lines_ = 0;
   Sha256 sha256_;

@@ -36,6 +36,22 @@ TEST(BatchLineTest, OpenAisAndVllmsExampleLinesParse) {
   EXPECT_THAT(vllm.line->body, HasSubstr("\"max_completion_tokens\":1000"));
 }
 
+TEST(BatchLineTest, ABodysValuesGoOnUnchanged) {
+  // Numbers, escapes and text beyond ASCII come out meaning the same.
+  const char kLine[] =
+      R"({"custom_id": "x", "method": "POST", "url": "/v1/completions", )"
+      R"("body": {"model": "m", "temperature": 0.7, "top_p": 1.0, )"
+      R"("seed": 9007199254740993, "logit_bias": {"50256": -100}, )"
+      R"("stop": ["\n", "\u00e9t\u00e9", "\"q\""], "prompt": "\u65e5\u672c"}})";
+  ParsedBatchLine parsed = ParseBatchLine(kLine, 1);
+  ASSERT_TRUE(parsed.line.has_value()) << parsed.error.message();
+  const json body = json::parse(parsed.line->body);
+  EXPECT_EQ(body, json::parse(kLine)["body"]);
+  EXPECT_EQ(body["seed"].get<int64_t>(), 9007199254740993);
+  EXPECT_EQ(body["stop"][1], "\u00e9t\u00e9");
+  EXPECT_EQ(body["prompt"], "\u65e5\u672c");
+}
+
 TEST(BatchLineTest, EachMistakeIsNamedWithItsLineAndField) {
   struct Case {
     const char* text;
