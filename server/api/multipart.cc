@@ -187,29 +187,27 @@ absl::Status MultipartReader::Finish() const {
   return absl::OkStatus();
 }
 
+absl::Status FormPartsCollector::PartStarts(const FormPartHead& head) {
+  parts_.push_back({head.name, head.filename, ""});
+  return absl::OkStatus();
+}
+
+absl::Status FormPartsCollector::PartData(absl::string_view data) {
+  parts_.back().data.append(data.data(), data.size());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<FormPart>> ParseMultipart(
     absl::string_view content_type, absl::string_view body) {
   absl::StatusOr<MultipartReader> reader =
       MultipartReader::Create(content_type);
   if (!reader.ok()) return reader.status();
-  class Collect final : public FormVisitor {
-   public:
-    absl::Status PartStarts(const FormPartHead& head) override {
-      parts.push_back({head.name, head.filename, ""});
-      return absl::OkStatus();
-    }
-    absl::Status PartData(absl::string_view data) override {
-      parts.back().data.append(data.data(), data.size());
-      return absl::OkStatus();
-    }
-    absl::Status PartEnds() override { return absl::OkStatus(); }
-    std::vector<FormPart> parts;
-  } collect;
+  FormPartsCollector collect;
   if (absl::Status fed = reader->Feed(body, collect); !fed.ok()) return fed;
   if (absl::Status finished = reader->Finish(); !finished.ok()) {
     return finished;
   }
-  return std::move(collect.parts);
+  return std::move(collect.parts());
 }
 
 }  // namespace sdg

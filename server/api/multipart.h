@@ -64,6 +64,18 @@ struct FormPart {
   std::string data;
 };
 
+// A visitor that keeps every part whole.
+class FormPartsCollector final : public FormVisitor {
+ public:
+  absl::Status PartStarts(const FormPartHead& head) override;
+  absl::Status PartData(absl::string_view data) override;
+  absl::Status PartEnds() override { return absl::OkStatus(); }
+  std::vector<FormPart>& parts() { return parts_; }
+
+ private:
+  std::vector<FormPart> parts_;
+};
+
 // The parts of a whole `body`.
 absl::StatusOr<std::vector<FormPart>> ParseMultipart(
     absl::string_view content_type, absl::string_view body);

@@ -14,24 +14,6 @@
 #include "server/api/multipart.h"
 #include "server/jobs/batch_line.h"
 
-namespace {
-
-class Collect final : public sdg::FormVisitor {
- public:
-  absl::Status PartStarts(const sdg::FormPartHead& head) override {
-    parts.push_back({head.name, head.filename, ""});
-    return absl::OkStatus();
-  }
-  absl::Status PartData(absl::string_view data) override {
-    parts.back().data.append(data.data(), data.size());
-    return absl::OkStatus();
-  }
-  absl::Status PartEnds() override { return absl::OkStatus(); }
-  std::vector<sdg::FormPart> parts;
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const absl::string_view input(reinterpret_cast<const char*>(data) + 2,
@@ -45,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto reader = sdg::MultipartReader::Create(content_type);
   if (reader.ok()) {
-    Collect pieces;
+    sdg::FormPartsCollector pieces;
     absl::Status fed;
     for (size_t at = 0; at < body.size() && fed.ok(); at += step) {
       fed = reader->Feed(body.substr(at, step), pieces);
@@ -53,11 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (fed.ok()) fed = reader->Finish();
     if (fed.ok() != parts.ok()) abort();
     if (parts.ok()) {
-      if (pieces.parts.size() != parts->size()) abort();
+      if (pieces.parts().size() != parts->size()) abort();
       for (size_t i = 0; i < parts->size(); ++i) {
-        if (pieces.parts[i].name != (*parts)[i].name ||
-            pieces.parts[i].filename != (*parts)[i].filename ||
-            pieces.parts[i].data != (*parts)[i].data) {
+        if (pieces.parts()[i].name != (*parts)[i].name ||
+            pieces.parts()[i].filename != (*parts)[i].filename ||
+            pieces.parts()[i].data != (*parts)[i].data) {
           abort();
         }
       }
