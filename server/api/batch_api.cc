@@ -139,7 +139,9 @@ Json FileObject(const StoredDataset& file, absl::Duration retention) {
           {"filename", file.dataset.filename()},
           {"purpose", file.dataset.purpose()},
           {"status", "processed"},
-          {"expires_at", absl::ToUnixSeconds(file.create_time + retention)},
+          {"expires_at",
+           absl::ToUnixSeconds(
+               std::min(file.create_time + retention, file.expire_time))},
           {"status_details", nullptr}};
 }
 

@@ -63,7 +63,8 @@ class OutputFile {
     SetLineRow(line, row_);
     return builder_->Add(row_);
   }
-  absl::Status Save(DatasetStore& store, const std::string& tenant) {
+  absl::Status Save(DatasetStore& store, const std::string& tenant,
+                    absl::Time expire_time) {
     SDG_RETURN_IF_ERROR(builder_->Finish().status());
     StoredDataset stored;
     stored.dataset.set_dataset_id(file_id_);
@@ -75,6 +76,7 @@ class OutputFile {
     stored.tenant = tenant;
     stored.info = builder_->info();
     stored.create_time = absl::Now();
+    stored.expire_time = expire_time;
     return store.SaveUpload(stored);
   }
 
@@ -163,9 +165,11 @@ class BatchFilesWriter {
   }
 
   // The error file first: the output file's record says both are stored.
-  absl::Status Save(DatasetStore& store, const std::string& tenant) {
-    SDG_RETURN_IF_ERROR(errors_.Save(store, tenant));
-    return output_.Save(store, tenant);
+  // `expire_time`: when the store removes them whatever the retention.
+  absl::Status Save(DatasetStore& store, const std::string& tenant,
+                    absl::Time expire_time) {
+    SDG_RETURN_IF_ERROR(errors_.Save(store, tenant, expire_time));
+    return output_.Save(store, tenant, expire_time);
   }
 
  private:
@@ -428,7 +432,14 @@ absl::Status BatchService::Finalize(Job& job, const v1::Job& described) {
   SDG_RETURN_IF_ERROR(writer.Finish(
       code, described.reason().empty() ? "the batch ended before this line ran"
                                        : described.reason()));
-  SDG_RETURN_IF_ERROR(writer.Save(store_, job.tenant()));
+  // output_expires_after: from the files' creation, as OpenAI's anchor
+  // "created_at" says; else they live as long as any file.
+  const int64_t expires_after =
+      job.spec().openai_batch->output_expires_after_seconds();
+  SDG_RETURN_IF_ERROR(writer.Save(
+      store_, job.tenant(),
+      expires_after > 0 ? absl::Now() + absl::Seconds(expires_after)
+                        : absl::InfiniteFuture()));
   Log(LogLevel::kInfo, "batch files written",
       {{"job_id", job.id()},
        {"tenant", job.tenant()},

@@ -1,5 +1,7 @@
 #include "server/store/job_store.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "base/quote.h"
 #include "base/sha256.h"
@@ -7,6 +9,18 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace sdg {
+
+int64_t ExpireNanos(absl::Time expire_time) {
+  return expire_time == absl::InfiniteFuture()
+             ? std::numeric_limits<int64_t>::max()
+             : absl::ToUnixNanos(expire_time);
+}
+
+absl::Time ExpireTimeOf(int64_t expire_ns) {
+  return expire_ns == std::numeric_limits<int64_t>::max()
+             ? absl::InfiniteFuture()
+             : absl::FromUnixNanos(expire_ns);
+}
 
 absl::Status NoSuchUpload(const std::string& dataset_id) {
   return absl::NotFoundError(absl::StrCat(

@@ -67,7 +67,15 @@ struct StoredDataset {
   std::string tenant;
   DatasetInfo info;
   absl::Time create_time = absl::InfinitePast();
+  // When PruneUploads removes it whatever the retention (a batch's
+  // output_expires_after); InfiniteFuture: only the retention does.
+  absl::Time expire_time = absl::InfiniteFuture();
 };
+
+// An upload's expire_time as the SQL stores keep it: Unix nanoseconds, the
+// largest int64 for none (so that `expire_ns < now` never holds for it).
+int64_t ExpireNanos(absl::Time expire_time);
+absl::Time ExpireTimeOf(int64_t expire_ns);
 
 // The bytes a tenant holds in the store.
 struct StorageUsage {
@@ -108,8 +116,8 @@ class DatasetStore {
   // NOT_FOUND (NoSuchUpload) for an upload not stored.
   virtual absl::StatusOr<std::shared_ptr<Dataset>> OpenUpload(
       const std::string& dataset_id) = 0;
-  // Removes uploads saved before `cutoff` (jobs keep their own copies).
-  // Returns how many went.
+  // Removes uploads saved before `cutoff`, and those whose expire_time has
+  // passed (jobs keep their own copies). Returns how many went.
   virtual absl::StatusOr<int> PruneUploads(absl::Time cutoff) = 0;
   // `tenant`'s uploads, oldest first (the Batch API's GET /v1/files).
   virtual absl::StatusOr<std::vector<StoredDataset>> ListUploads(

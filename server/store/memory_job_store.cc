@@ -107,7 +107,8 @@ absl::StatusOr<int> MemoryJobStore::PruneUploads(absl::Time cutoff) {
   absl::MutexLock lock(&mu_);
   int pruned = 0;
   for (auto it = uploads_.begin(); it != uploads_.end();) {
-    if (it->second.create_time < cutoff) {
+    if (it->second.create_time < cutoff ||
+        it->second.expire_time < absl::Now()) {
       upload_datasets_.erase(it->first);
       uploads_.erase(it++);
       ++pruned;

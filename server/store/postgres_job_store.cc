@@ -558,13 +558,14 @@ absl::Status PostgresJobStore::SaveUpload(const StoredDataset& dataset) {
   return conn
       ->Exec(
           "INSERT INTO uploads (dataset_id, tenant, dataset, info, "
-          "create_ns) VALUES ($1, $2, $3, $4, $5)",
+          "create_ns, expire_ns) VALUES ($1, $2, $3, $4, $5, $6)",
           pg::Params()
               .Text(dataset.dataset.dataset_id())
               .Text(dataset.tenant)
               .Bytes(dataset.dataset.SerializeAsString())
               .Text(dataset.info.ToJson())
-              .Int64(ToNanos(dataset.create_time)),
+              .Int64(ToNanos(dataset.create_time))
+              .Int64(ExpireNanos(dataset.expire_time)),
           "saving an upload")
       .status();
 }
@@ -575,7 +576,8 @@ void PostgresJobStore::DiscardUpload(const std::string& dataset_id) {
 
 namespace {
 
-// Row `row` of a query of (dataset, info, create_ns, tenant) as an upload.
+// Row `row` of a query of (dataset, info, create_ns, tenant, expire_ns) as
+// an upload.
 absl::StatusOr<StoredDataset> UploadAt(const pg::Result& result, int row) {
   StoredDataset stored;
   const absl::string_view dataset = result.Bytes(row, 0);
@@ -585,6 +587,7 @@ absl::StatusOr<StoredDataset> UploadAt(const pg::Result& result, int row) {
                        DatasetInfo::FromJson(result.Bytes(row, 1)));
   stored.create_time = FromNanos(result.Int64(row, 2));
   stored.tenant = result.String(row, 3);
+  stored.expire_time = ExpireTimeOf(result.Int64(row, 4));
   return stored;
 }
 
@@ -595,7 +598,7 @@ absl::StatusOr<StoredDataset> PostgresJobStore::FindUpload(
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
   SDG_ASSIGN_OR_RETURN(
       pg::Result found,
-      conn->Exec("SELECT dataset, info, create_ns, tenant FROM uploads "
+      conn->Exec("SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
                  "WHERE dataset_id = $1",
                  pg::Params().Text(dataset_id), "reading an upload"));
   if (found.rows() == 0) return NoSuchUpload(dataset_id);
@@ -607,7 +610,7 @@ absl::StatusOr<std::vector<StoredDataset>> PostgresJobStore::ListUploads(
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
   SDG_ASSIGN_OR_RETURN(
       pg::Result found,
-      conn->Exec("SELECT dataset, info, create_ns, tenant FROM uploads "
+      conn->Exec("SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
                  "WHERE tenant = $1 ORDER BY create_ns, dataset_id",
                  pg::Params().Text(tenant), "listing a tenant's uploads"));
   std::vector<StoredDataset> listed;
@@ -636,8 +639,10 @@ absl::StatusOr<int> PostgresJobStore::PruneUploads(absl::Time cutoff) {
     SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
     SDG_ASSIGN_OR_RETURN(pg::Result gone,
                          conn->Exec("DELETE FROM uploads WHERE create_ns < $1 "
-                                    "RETURNING dataset_id",
-                                    pg::Params().Int64(ToNanos(cutoff)),
+                                    "OR expire_ns < $2 RETURNING dataset_id",
+                                    pg::Params()
+                                        .Int64(ToNanos(cutoff))
+                                        .Int64(absl::ToUnixNanos(absl::Now())),
                                     "removing expired uploads"));
     for (int i = 0; i < gone.rows(); ++i) expired.push_back(gone.String(i, 0));
   }

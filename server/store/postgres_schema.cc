@@ -123,6 +123,12 @@ ALTER TABLE jobs ADD COLUMN total_rows bigint NOT NULL DEFAULT 0,
     R"sql(
 ALTER TABLE jobs ADD COLUMN version bigint NOT NULL DEFAULT 1;
 )sql",
+    // 7: when an upload goes whatever the retention (a batch's
+    // output_expires_after); the largest bigint for none.
+    R"sql(
+ALTER TABLE uploads ADD COLUMN expire_ns bigint NOT NULL
+  DEFAULT 9223372036854775807;
+)sql",
 };
 
 // pg_advisory_lock's key: "sdgd" in ASCII.

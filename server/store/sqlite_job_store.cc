@@ -54,6 +54,7 @@ constexpr struct {
     {"jobs", "total_shards", "INTEGER NOT NULL DEFAULT 0"},
     {"jobs", "last_sequence", "INTEGER NOT NULL DEFAULT 0"},
     {"jobs", "version", "INTEGER NOT NULL DEFAULT 1"},
+    {"uploads", "expire_ns", "INTEGER NOT NULL DEFAULT 9223372036854775807"},
 };
 
 using Sql = SqliteJobStore::Sql;
@@ -71,13 +72,13 @@ constexpr struct {
   const char* text;
 } kStatements[] = {
     {Sql::kInsertUpload, "saving an upload",
-     "INSERT INTO uploads (dataset_id, dataset, info, create_ns, tenant) "
-     "VALUES (?, ?, ?, ?, ?)"},
+     "INSERT INTO uploads (dataset_id, dataset, info, create_ns, tenant, "
+     "expire_ns) VALUES (?, ?, ?, ?, ?, ?)"},
     {Sql::kSelectUpload, "reading an upload",
-     "SELECT dataset, info, create_ns, tenant FROM uploads "
+     "SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
      "WHERE dataset_id = ?"},
     {Sql::kSelectUploadsBefore, "listing expired uploads",
-     "SELECT dataset_id FROM uploads WHERE create_ns < ?"},
+     "SELECT dataset_id FROM uploads WHERE create_ns < ? OR expire_ns < ?"},
     {Sql::kDeleteUpload, "removing an upload",
      "DELETE FROM uploads WHERE dataset_id = ?"},
     {Sql::kInsertJob, "adding a job",
@@ -100,8 +101,8 @@ constexpr struct {
     {Sql::kSelectJobVersion, "reading a job's version",
      "SELECT version FROM jobs WHERE job_id = ?"},
     {Sql::kSelectUploadsListed, "listing a tenant's uploads",
-     "SELECT dataset, info, create_ns, tenant FROM uploads WHERE tenant = ? "
-     "ORDER BY create_ns, dataset_id"},
+     "SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
+     "WHERE tenant = ? ORDER BY create_ns, dataset_id"},
 };
 #undef SDG_JOB_COLUMNS
 static_assert(std::size(kStatements) == SqliteJobStore::kStatementCount);
@@ -379,6 +380,8 @@ absl::Status SqliteJobStore::SaveUpload(const StoredDataset& dataset) {
                    BindText(stmt, 3, dataset.info.ToJson());
                    sqlite3_bind_int64(stmt, 4, ToNanos(dataset.create_time));
                    BindText(stmt, 5, dataset.tenant);
+                   sqlite3_bind_int64(stmt, 6,
+                                      ExpireNanos(dataset.expire_time));
                  })
       .status();
 }
@@ -390,7 +393,7 @@ void SqliteJobStore::DiscardUpload(const std::string& dataset_id) {
 namespace {
 
 // An upload from the current row of `stmt` (dataset, info, create_ns,
-// tenant).
+// tenant, expire_ns).
 absl::StatusOr<StoredDataset> UploadAt(sqlite3_stmt* stmt) {
   StoredDataset stored;
   stored.dataset.ParseFromString(ColumnBytes(stmt, 0));
@@ -398,6 +401,7 @@ absl::StatusOr<StoredDataset> UploadAt(sqlite3_stmt* stmt) {
                        DatasetInfo::FromJson(ColumnBytes(stmt, 1)));
   stored.create_time = FromNanos(sqlite3_column_int64(stmt, 2));
   stored.tenant = ColumnBytes(stmt, 3);
+  stored.expire_time = ExpireTimeOf(sqlite3_column_int64(stmt, 4));
   return stored;
 }
 
@@ -451,6 +455,7 @@ absl::StatusOr<int> SqliteJobStore::PruneUploads(absl::Time cutoff) {
       SDG_ASSIGN_OR_RETURN(StatementUse use,
                            Prepared(Sql::kSelectUploadsBefore));
       sqlite3_bind_int64(use.get(), 1, ToNanos(cutoff));
+      sqlite3_bind_int64(use.get(), 2, absl::ToUnixNanos(absl::Now()));
       int rc;
       while ((rc = sqlite3_step(use.get())) == SQLITE_ROW) {
         expired.push_back(ColumnBytes(use.get(), 0));

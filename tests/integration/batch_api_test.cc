@@ -114,7 +114,10 @@ TEST_F(BatchApiServiceTest, ABatchRunsOverTlsAndItsOutputDownloads) {
   const json created = CallJson("POST", "/batches",
                                 json({{"input_file_id", file["id"]},
                                       {"endpoint", "/v1/completions"},
-                                      {"completion_window", "24h"}})
+                                      {"completion_window", "24h"},
+                                      {"output_expires_after",
+                                       {{"anchor", "created_at"},
+                                        {"seconds", 7200}}}})
                                     .dump());
   ASSERT_TRUE(created.is_object());
   const std::string id = created["id"];
@@ -124,6 +127,14 @@ TEST_F(BatchApiServiceTest, ABatchRunsOverTlsAndItsOutputDownloads) {
     return batch.value("status", "") == "completed";
   })) << batch.dump();
   EXPECT_EQ(batch["request_counts"]["completed"], 30);
+  // Its output file expires 2 hours after it was written, not after the
+  // retention (a week here).
+  const json output_file =
+      CallJson("GET", "/files/" + batch["output_file_id"].get<std::string>());
+  EXPECT_EQ(output_file["purpose"], "batch_output");
+  EXPECT_THAT(output_file["expires_at"].get<int64_t>() -
+                  output_file["created_at"].get<int64_t>(),
+              ::testing::AnyOf(7200, 7201));
   absl::StatusOr<std::string> scrape = HttpGet(
       absl::StrCat("http://127.0.0.1:", server_->metrics_port(), "/metrics"));
   ASSERT_TRUE(scrape.ok()) << scrape.status();

@@ -328,6 +328,31 @@ TEST_P(StoreConformanceTest, PruningTakesOnlyUploadsSavedBeforeTheCutoff) {
   EXPECT_TRUE(store_->FindUpload("new").ok());
 }
 
+TEST_P(StoreConformanceTest, AnUploadPastItsOwnExpiryIsPrunedWhateverItsAge) {
+  // A batch's output file with output_expires_after: it goes when that
+  // passes, though the retention's cutoff would keep it.
+  const absl::Time now = absl::Now();
+  const absl::Time later = absl::FromUnixSeconds(absl::ToUnixSeconds(now) + 3600);
+  Upload("expired", {"a"}, now, "t", now - absl::Seconds(1));
+  Upload("expiring", {"b"}, now, "t", later);
+  Upload("kept", {"c"}, now);
+  EXPECT_EQ(*store_->PruneUploads(now - absl::Hours(24)), 1);
+  EXPECT_EQ(store_->FindUpload("expired").status().code(),
+            absl::StatusCode::kNotFound);
+  auto expiring = store_->FindUpload("expiring");
+  ASSERT_TRUE(expiring.ok()) << expiring.status();
+  EXPECT_EQ(expiring->expire_time, later);
+  auto kept = store_->FindUpload("kept");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->expire_time, absl::InfiniteFuture());
+  auto listed = store_->ListUploads("t");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].expire_time == later ||
+                (*listed)[1].expire_time == later,
+            true);
+}
+
 TEST_P(StoreConformanceTest, ATenantsUploadsListOldestFirstWithTheirNames) {
   Upload("b-new", {"x"}, absl::FromUnixSeconds(1700000100), "alice");
   Upload("a-old", {"x", "y"}, absl::FromUnixSeconds(1700000000), "alice");

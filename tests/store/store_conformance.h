@@ -73,7 +73,8 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreKind> {
 
   // An upload of the given questions, saved.
   void Upload(const std::string& id, const std::vector<std::string>& questions,
-              absl::Time created, const std::string& tenant = "t") {
+              absl::Time created, const std::string& tenant = "t",
+              absl::Time expires = absl::InfiniteFuture()) {
     auto builder = store_->NewUpload(id);
     ASSERT_TRUE(builder.ok()) << builder.status();
     for (const std::string& q : questions) {
@@ -86,6 +87,7 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreKind> {
     stored.tenant = tenant;
     stored.info = (*builder)->info();
     stored.create_time = created;
+    stored.expire_time = expires;
     ASSERT_TRUE(store_->SaveUpload(stored).ok());
   }
 
