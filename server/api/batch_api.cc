@@ -139,9 +139,8 @@ Json FileObject(const StoredDataset& file, absl::Duration retention) {
           {"filename", file.dataset.filename()},
           {"purpose", file.dataset.purpose()},
           {"status", "processed"},
-          {"expires_at",
-           absl::ToUnixSeconds(
-               std::min(file.create_time + retention, file.expire_time))},
+          {"expires_at", absl::ToUnixSeconds(std::min(
+                             file.create_time + retention, file.expire_time))},
           {"status_details", nullptr}};
 }
 
@@ -210,7 +209,9 @@ Json BatchObject(const BatchView& view) {
       {"completed_at", at(status == "completed")},
       {"failed_at", at(status == "failed")},
       {"expired_at", at(status == "expired")},
-      {"cancelling_at", at(status == "cancelling" || status == "cancelled")},
+      {"cancelling_at", status == "cancelling" || status == "cancelled"
+                            ? Seconds(view.cancelling_at)
+                            : Json(nullptr)},
       {"cancelled_at", at(status == "cancelled")},
       {"request_counts",
        {{"total", job.total_rows()},

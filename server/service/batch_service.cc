@@ -361,6 +361,10 @@ absl::StatusOr<BatchView> BatchService::CancelBatch(
     const Caller& caller, const std::string& batch_id) {
   SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
                        FindBatchJob(caller, batch_id));
+  {
+    absl::MutexLock lock(&cancels_mu_);
+    cancel_times_.try_emplace(job->id(), absl::Now());
+  }
   SDG_RETURN_IF_ERROR(jobs_.Cancel(caller, job->id()).status());
   return View(job, /*finalize=*/false);
 }
@@ -373,6 +377,13 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
   view.cancelling = !Ended(state) && job->token().IsCancelled() &&
                     absl::IsCancelled(job->token().reason());
   view.expired = ExpiredByWindow(view.job);
+  {
+    // While it cancels: when that was asked for; once cancelled (and after
+    // a restart), when it stopped.
+    absl::MutexLock lock(&cancels_mu_);
+    auto asked = cancel_times_.find(job->id());
+    if (asked != cancel_times_.end()) view.cancelling_at = asked->second;
+  }
   view.completion_window = job->spec().timeout.value_or(absl::Hours(24));
   if (state == v1::JOB_STATE_FAILED && !view.expired) {
     SDG_ASSIGN_OR_RETURN(JobRecord record, store_.LoadJob(job->id()));
@@ -389,6 +400,14 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
     return view;
   }
   view.files_written = true;
+  {
+    absl::MutexLock lock(&cancels_mu_);
+    cancel_times_.erase(job->id());
+  }
+  if (state == v1::JOB_STATE_CANCELLED) {
+    view.cancelling_at = absl::FromUnixSeconds(view.job.end_time().seconds()) +
+                         absl::Nanoseconds(view.job.end_time().nanos());
+  }
   if (view.job.rows_succeeded() > 0) {
     view.output_file_id = OutputFileId(job->id());
   }
@@ -436,10 +455,10 @@ absl::Status BatchService::Finalize(Job& job, const v1::Job& described) {
   // "created_at" says; else they live as long as any file.
   const int64_t expires_after =
       job.spec().openai_batch->output_expires_after_seconds();
-  SDG_RETURN_IF_ERROR(writer.Save(
-      store_, job.tenant(),
-      expires_after > 0 ? absl::Now() + absl::Seconds(expires_after)
-                        : absl::InfiniteFuture()));
+  SDG_RETURN_IF_ERROR(
+      writer.Save(store_, job.tenant(),
+                  expires_after > 0 ? absl::Now() + absl::Seconds(expires_after)
+                                    : absl::InfiniteFuture()));
   Log(LogLevel::kInfo, "batch files written",
       {{"job_id", job.id()},
        {"tenant", job.tenant()},

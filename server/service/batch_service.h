@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,6 +43,9 @@ struct BatchView {
   std::string error_file_id;
   // Cancelled, and not yet ended.
   bool cancelling = false;
+  // While it cancels, when that was asked for; once cancelled, when it
+  // stopped; InfinitePast if it was not cancelled.
+  absl::Time cancelling_at = absl::InfinitePast();
   // Ended by its completion window, which is this long from its creation.
   bool expired = false;
   absl::Duration completion_window = absl::Hours(24);
@@ -113,6 +117,11 @@ class BatchService {
   JobStore& store_;
   // One batch's files are written by one call at a time.
   absl::Mutex finalize_mu_;
+  // When each batch's cancel was first asked for, until it is cancelled
+  // and its files are written.
+  absl::Mutex cancels_mu_;
+  absl::flat_hash_map<std::string, absl::Time> cancel_times_
+      ABSL_GUARDED_BY(cancels_mu_);
 };
 
 }  // namespace sdg

@@ -303,6 +303,17 @@ TEST_F(BatchApiTest, ACancelledBatchKeepsItsCompletedLines) {
   const json& batch = result["batch"];
   EXPECT_EQ(batch["status"], "cancelled");
   EXPECT_TRUE(batch["cancelled_at"].is_number_integer());
+  // The cancel's answer: cancelling since it was asked for, until its
+  // lines in flight have stopped and its files are written.
+  const json& cancelling = result["cancelling"];
+  EXPECT_EQ(cancelling["status"], "cancelling");
+  ASSERT_TRUE(cancelling["cancelling_at"].is_number_integer())
+      << cancelling.dump();
+  EXPECT_GE(cancelling["cancelling_at"].get<int64_t>(),
+            batch["created_at"].get<int64_t>());
+  EXPECT_LE(cancelling["cancelling_at"].get<int64_t>(),
+            batch["cancelled_at"].get<int64_t>());
+  EXPECT_TRUE(cancelling["cancelled_at"].is_null());
   const int completed = batch["request_counts"]["completed"];
   EXPECT_GE(completed, 8);
   EXPECT_LE(completed, 57);

@@ -52,12 +52,12 @@ async function contents(id) {
   return response.text();
 }
 
-async function finish(input, batch) {
+async function finish(input, batch, extra = {}) {
   const output = await contents(batch.output_file_id);
   const errors = await contents(batch.error_file_id);
   const output_file = batch.output_file_id ? await client.files.retrieve(batch.output_file_id) : null;
   const input_content = await contents(input.id);
-  say('result', { input, input_content, batch, output, errors, output_file });
+  say('result', { input, input_content, batch, output, errors, output_file, ...extra });
 }
 
 async function run(file, endpoint) {
@@ -69,8 +69,7 @@ async function cancel(file, endpoint) {
   const { input, batch } = await create(file, endpoint);
   await pollUntil(batch.id, (b) => b.request_counts.completed > 0 || terminal.has(b.status));
   const cancelling = await client.batches.cancel(batch.id);
-  say('cancelling', cancelling.status);
-  await finish(input, await pollUntil(batch.id, (b) => terminal.has(b.status)));
+  await finish(input, await pollUntil(batch.id, (b) => terminal.has(b.status)), { cancelling });
 }
 
 async function list(file, endpoint, count) {
