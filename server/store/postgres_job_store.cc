@@ -598,9 +598,10 @@ absl::StatusOr<StoredDataset> PostgresJobStore::FindUpload(
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
   SDG_ASSIGN_OR_RETURN(
       pg::Result found,
-      conn->Exec("SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
-                 "WHERE dataset_id = $1",
-                 pg::Params().Text(dataset_id), "reading an upload"));
+      conn->Exec(
+          "SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
+          "WHERE dataset_id = $1",
+          pg::Params().Text(dataset_id), "reading an upload"));
   if (found.rows() == 0) return NoSuchUpload(dataset_id);
   return UploadAt(found, 0);
 }
@@ -610,9 +611,10 @@ absl::StatusOr<std::vector<StoredDataset>> PostgresJobStore::ListUploads(
   SDG_ASSIGN_OR_RETURN(pg::Pool::Lease conn, pool_->Acquire());
   SDG_ASSIGN_OR_RETURN(
       pg::Result found,
-      conn->Exec("SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
-                 "WHERE tenant = $1 ORDER BY create_ns, dataset_id",
-                 pg::Params().Text(tenant), "listing a tenant's uploads"));
+      conn->Exec(
+          "SELECT dataset, info, create_ns, tenant, expire_ns FROM uploads "
+          "WHERE tenant = $1 ORDER BY create_ns, dataset_id",
+          pg::Params().Text(tenant), "listing a tenant's uploads"));
   std::vector<StoredDataset> listed;
   for (int row = 0; row < found.rows(); ++row) {
     SDG_ASSIGN_OR_RETURN(StoredDataset upload, UploadAt(found, row));

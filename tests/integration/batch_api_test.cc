@@ -111,14 +111,14 @@ TEST_F(BatchApiServiceTest, ABatchRunsOverTlsAndItsOutputDownloads) {
   const json file = Upload(lines);
   ASSERT_TRUE(file.is_object());
   EXPECT_EQ(file["bytes"], lines.size());
-  const json created = CallJson("POST", "/batches",
-                                json({{"input_file_id", file["id"]},
-                                      {"endpoint", "/v1/completions"},
-                                      {"completion_window", "24h"},
-                                      {"output_expires_after",
-                                       {{"anchor", "created_at"},
-                                        {"seconds", 7200}}}})
-                                    .dump());
+  const json created =
+      CallJson("POST", "/batches",
+               json({{"input_file_id", file["id"]},
+                     {"endpoint", "/v1/completions"},
+                     {"completion_window", "24h"},
+                     {"output_expires_after",
+                      {{"anchor", "created_at"}, {"seconds", 7200}}}})
+                   .dump());
   ASSERT_TRUE(created.is_object());
   const std::string id = created["id"];
   json batch;

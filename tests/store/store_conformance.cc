@@ -332,7 +332,8 @@ TEST_P(StoreConformanceTest, AnUploadPastItsOwnExpiryIsPrunedWhateverItsAge) {
   // A batch's output file with output_expires_after: it goes when that
   // passes, though the retention's cutoff would keep it.
   const absl::Time now = absl::Now();
-  const absl::Time later = absl::FromUnixSeconds(absl::ToUnixSeconds(now) + 3600);
+  const absl::Time later =
+      absl::FromUnixSeconds(absl::ToUnixSeconds(now) + 3600);
   Upload("expired", {"a"}, now, "t", now - absl::Seconds(1));
   Upload("expiring", {"b"}, now, "t", later);
   Upload("kept", {"c"}, now);
@@ -348,9 +349,9 @@ TEST_P(StoreConformanceTest, AnUploadPastItsOwnExpiryIsPrunedWhateverItsAge) {
   auto listed = store_->ListUploads("t");
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->size(), 2u);
-  EXPECT_EQ((*listed)[0].expire_time == later ||
-                (*listed)[1].expire_time == later,
-            true);
+  EXPECT_EQ(
+      (*listed)[0].expire_time == later || (*listed)[1].expire_time == later,
+      true);
 }
 
 TEST_P(StoreConformanceTest, ATenantsUploadsListOldestFirstWithTheirNames) {
