@@ -520,16 +520,22 @@ ApiResponse BatchApi::ListBatches(const Caller& caller,
       QueryParameters(request.query);
   absl::StatusOr<int> limit = Limit(query, 20, 100);
   if (!limit.ok()) return ErrorResponse(limit.status(), "limit");
-  absl::StatusOr<std::vector<BatchView>> batches = batches_.ListBatches(caller);
-  if (!batches.ok()) return ErrorResponse(batches.status());
   auto after = query.find("after");
+  absl::StatusOr<BatchService::BatchPage> page = batches_.ListBatches(
+      caller, after == query.end() ? "" : after->second, *limit);
+  if (!page.ok()) return ErrorResponse(page.status());
+  Json data = Json::array();
+  for (const BatchView& view : page->batches) data.push_back(BatchObject(view));
+  auto id_at = [&](size_t i) -> Json {
+    return BatchService::BatchId(page->batches[i].job.job_id());
+  };
+  const size_t count = page->batches.size();
   return JsonResponse(
-      200, Page<BatchView>(
-               *batches, after == query.end() ? "" : after->second, *limit,
-               [](const BatchView& view) { return BatchObject(view); },
-               [](const BatchView& view) {
-                 return BatchService::BatchId(view.job.job_id());
-               }));
+      200, {{"object", "list"},
+            {"data", std::move(data)},
+            {"first_id", count > 0 ? id_at(0) : Json(nullptr)},
+            {"last_id", count > 0 ? id_at(count - 1) : Json(nullptr)},
+            {"has_more", page->has_more}});
 }
 
 }  // namespace sdg

@@ -334,27 +334,42 @@ absl::StatusOr<BatchView> BatchService::GetBatch(const Caller& caller,
   return View(job, /*finalize=*/true);
 }
 
-absl::StatusOr<std::vector<BatchView>> BatchService::ListBatches(
-    const Caller& caller) {
-  std::vector<BatchView> batches;
+absl::StatusOr<BatchService::BatchPage> BatchService::ListBatches(
+    const Caller& caller, const std::string& after, int limit) {
+  // The caller's batch jobs, oldest first as listed.
+  std::vector<std::string> job_ids;
   v1::ListJobsRequest request;
   request.set_page_size(1000);
   do {
     SDG_ASSIGN_OR_RETURN(v1::ListJobsResponse page,
                          jobs_.List(caller, request));
     for (const v1::Job& listed : page.jobs()) {
-      if (!listed.has_openai_batch()) continue;
-      absl::StatusOr<std::shared_ptr<Job>> job =
-          jobs_.Find(caller, listed.job_id());
-      if (absl::IsNotFound(job.status())) continue;  // deleted meanwhile
-      if (!job.ok()) return job.status();
-      SDG_ASSIGN_OR_RETURN(BatchView view, View(*job, /*finalize=*/true));
-      batches.push_back(std::move(view));
+      if (listed.has_openai_batch()) job_ids.push_back(listed.job_id());
     }
     request.set_page_token(page.next_page_token());
   } while (!request.page_token().empty());
-  std::reverse(batches.begin(), batches.end());
-  return batches;
+  std::reverse(job_ids.begin(), job_ids.end());
+  size_t first = 0;
+  if (!after.empty()) {
+    while (first < job_ids.size() && BatchId(job_ids[first]) != after) {
+      ++first;
+    }
+    first = first < job_ids.size() ? first + 1 : job_ids.size();
+  }
+  BatchPage page;
+  size_t next = first;
+  for (; next < job_ids.size() &&
+         page.batches.size() < static_cast<size_t>(limit);
+       ++next) {
+    absl::StatusOr<std::shared_ptr<Job>> job =
+        jobs_.Find(caller, job_ids[next]);
+    if (absl::IsNotFound(job.status())) continue;  // deleted meanwhile
+    if (!job.ok()) return job.status();
+    SDG_ASSIGN_OR_RETURN(BatchView view, View(*job, /*finalize=*/true));
+    page.batches.push_back(std::move(view));
+  }
+  page.has_more = next < job_ids.size();
+  return page;
 }
 
 absl::StatusOr<BatchView> BatchService::CancelBatch(

@@ -92,8 +92,15 @@ class BatchService {
   // An ended batch's files are written here the first time it is asked for.
   absl::StatusOr<BatchView> GetBatch(const Caller& caller,
                                      const std::string& batch_id);
-  // The caller's batches, newest first.
-  absl::StatusOr<std::vector<BatchView>> ListBatches(const Caller& caller);
+  // A page of the caller's batches, newest first: those after the batch
+  // `after` names (empty: from the newest; one no longer listed: none), at
+  // most `limit`. Only the page's batches are looked at closely.
+  struct BatchPage {
+    std::vector<BatchView> batches;
+    bool has_more = false;
+  };
+  absl::StatusOr<BatchPage> ListBatches(const Caller& caller,
+                                        const std::string& after, int limit);
   absl::StatusOr<BatchView> CancelBatch(const Caller& caller,
                                         const std::string& batch_id);
 
