@@ -120,13 +120,15 @@ class BatchFilesWriter {
           return it == columns.end() ? kNone : it->second.string_value();
         };
         const auto status = columns.find("status_code");
-        pending_[row.row_index()] = Line{
-            true, BatchOutputLine(
-                      job_id_, row.row_index(), text("custom_id"),
-                      status == columns.end()
-                          ? 200
-                          : static_cast<int>(status->second.number_value()),
-                      text("request_id"), text("body"))};
+        SDG_RETURN_IF_ERROR(Place(
+            row.row_index(),
+            Line{true,
+                 BatchOutputLine(
+                     job_id_, row.row_index(), text("custom_id"),
+                     status == columns.end()
+                         ? 200
+                         : static_cast<int>(status->second.number_value()),
+                     text("request_id"), text("body"))}));
       }
     } else if (event.has_shard_error()) {
       const v1::ShardError& error = event.shard_error();
@@ -139,9 +141,10 @@ class BatchFilesWriter {
       for (int64_t r = error.first_row();
            r < error.first_row() + error.row_count(); ++r) {
         SDG_ASSIGN_OR_RETURN(std::string custom_id, CustomIdAt(r));
-        pending_[r] = Line{
-            false, BatchErrorLine(job_id_, r, custom_id, error.http_status(),
-                                  code, error.message())};
+        SDG_RETURN_IF_ERROR(Place(
+            r, Line{false,
+                    BatchErrorLine(job_id_, r, custom_id, error.http_status(),
+                                   code, error.message())}));
       }
     }
     return Flush();
@@ -177,6 +180,17 @@ class BatchFilesWriter {
     bool succeeded = false;
     std::string text;
   };
+
+  // Line `row`: written at once when it is the next, else it waits.
+  absl::Status Place(int64_t row, Line line) {
+    if (row != next_row_) {
+      pending_[row] = std::move(line);
+      return absl::OkStatus();
+    }
+    SDG_RETURN_IF_ERROR(Write(line));
+    ++next_row_;
+    return absl::OkStatus();
+  }
 
   absl::Status Flush() {
     for (auto it = pending_.begin();
