@@ -101,6 +101,17 @@ ParsedBatchLine ParseBatchLine(absl::string_view text, int64_t number) {
   if (body["model"].get_string().get(model) == simdjson::SUCCESS) {
     line.model = std::string(model);
   }
+  auto number_at = [&body](const char* field) -> std::optional<double> {
+    double value = 0;
+    if (body[field].get_double().get(value) != simdjson::SUCCESS) {
+      return std::nullopt;
+    }
+    return value;
+  };
+  line.n = number_at("n");
+  line.max_tokens = number_at("max_tokens");
+  line.temperature = number_at("temperature");
+  line.top_p = number_at("top_p");
   line.body = simdjson::minify(body);
   return parsed;
 }
@@ -108,6 +119,39 @@ ParsedBatchLine ParseBatchLine(absl::string_view text, int64_t number) {
 void BatchFileValidator::Fail(v1::BatchLineError error) {
   ++error_count_;
   if (errors_.size() < kMaxErrors) errors_.push_back(std::move(error));
+}
+
+std::optional<v1::BatchLineError> BatchFileValidator::CheckBody(
+    const BatchLine& line, int64_t number) const {
+  auto invalid = [number](absl::string_view param, std::string message) {
+    return LineError(number, "invalid_value", std::move(message), param);
+  };
+  if (line.body.size() > limits_.max_body_bytes) {
+    return invalid("body", absl::StrCat("The line's body is longer than ",
+                                        limits_.max_body_bytes,
+                                        " bytes (the server's "
+                                        "--max_prompt_bytes)."));
+  }
+  if (line.n.has_value() &&
+      !(*line.n >= 1 && *line.n <= limits_.max_samples &&
+        *line.n == static_cast<double>(static_cast<int64_t>(*line.n)))) {
+    return invalid("body.n",
+                   absl::StrCat("The line's body.n must be a whole number "
+                                "from 1 to ",
+                                limits_.max_samples, "."));
+  }
+  if (line.max_tokens.has_value() && *line.max_tokens < 0) {
+    return invalid("body.max_tokens",
+                   "The line's body.max_tokens must not be negative.");
+  }
+  if (line.temperature.has_value() && !(*line.temperature >= 0)) {
+    return invalid("body.temperature",
+                   "The line's body.temperature must not be negative.");
+  }
+  if (line.top_p.has_value() && !(*line.top_p > 0 && *line.top_p <= 1)) {
+    return invalid("body.top_p", "The line's body.top_p must be in (0, 1].");
+  }
+  return std::nullopt;
 }
 
 void BatchFileValidator::Add(absl::string_view text) {
@@ -138,6 +182,10 @@ void BatchFileValidator::Add(absl::string_view text) {
                                 " is on an earlier line; each must be unique "
                                 "in the file."),
                    "custom_id"));
+    return;
+  }
+  if (std::optional<v1::BatchLineError> bad = CheckBody(line, number)) {
+    Fail(*std::move(bad));
     return;
   }
   if (line.model.empty()) {

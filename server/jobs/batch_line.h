@@ -41,6 +41,11 @@ struct BatchLine {
   std::string body;
   // body.model ("" when it names none).
   std::string model;
+  // What sdgd bounds of a body, when it sets them (as numbers).
+  std::optional<double> n;
+  std::optional<double> max_tokens;
+  std::optional<double> temperature;
+  std::optional<double> top_p;
 };
 
 // Parses line `number` (1-based) of an input file: the line, or the error
@@ -54,14 +59,24 @@ ParsedBatchLine ParseBatchLine(absl::string_view text, int64_t number);
 // Checks an input file's lines in order for a batch on `endpoint`: each
 // line parses, its url is the endpoint, its custom_id is unique in the
 // file, and (when `model_served` says no) some backend serves its model.
+// sdgd's own bounds on a line's body, as on a block's (job_spec.h's
+// ValidationLimits): n at most max_samples, the body at most
+// max_body_bytes (--max_prompt_bytes).
+struct BatchLineLimits {
+  int max_samples = 128;
+  size_t max_body_bytes = 1 << 20;
+};
+
 class BatchFileValidator {
  public:
   static constexpr size_t kMaxErrors = 1000;
 
   BatchFileValidator(std::string endpoint,
-                     std::function<bool(const std::string& model)> model_served)
+                     std::function<bool(const std::string& model)> model_served,
+                     BatchLineLimits limits = {})
       : endpoint_(std::move(endpoint)),
-        model_served_(std::move(model_served)) {}
+        model_served_(std::move(model_served)),
+        limits_(limits) {}
 
   void Add(absl::string_view text);
   int64_t lines() const { return lines_; }
@@ -73,9 +88,13 @@ class BatchFileValidator {
 
  private:
   void Fail(v1::BatchLineError error);
+  // The first of the body's values out of sdgd's bounds, if one is.
+  std::optional<v1::BatchLineError> CheckBody(const BatchLine& line,
+                                              int64_t number) const;
 
   const std::string endpoint_;
   const std::function<bool(const std::string&)> model_served_;
+  const BatchLineLimits limits_;
   int64_t lines_ = 0;
   int64_t error_count_ = 0;
   std::vector<v1::BatchLineError> errors_;

@@ -353,7 +353,9 @@ absl::StatusOr<std::optional<v1::JobFinished>> JobService::CheckBatchLines(
     }
     return false;
   };
-  BatchFileValidator validator(spec.openai_batch->endpoint(), model_served);
+  BatchFileValidator validator(
+      spec.openai_batch->endpoint(), model_served,
+      {options_.limits.max_samples_per_row, options_.limits.max_prompt_bytes});
   SDG_RETURN_IF_ERROR(ReadShardsOf(
       dataset, kBatchReadRows,
       [&validator](const std::vector<google::protobuf::Struct>& rows) {

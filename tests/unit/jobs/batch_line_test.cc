@@ -83,6 +83,45 @@ TEST(BatchLineTest, EachMistakeIsNamedWithItsLineAndField) {
   }
 }
 
+TEST(BatchLineTest, ABodyPastSdgdsOwnBoundsFailsNamingTheField) {
+  BatchFileValidator validator("/v1/completions",
+                               [](const std::string&) { return true; },
+                               {/*max_samples=*/4, /*max_body_bytes=*/200});
+  auto line = [](json body) {
+    body["model"] = "m";
+    return json{{"custom_id", body.dump()},
+                {"method", "POST"},
+                {"url", "/v1/completions"},
+                {"body", body}}
+        .dump();
+  };
+  validator.Add(line({{"prompt", "fine"},
+                      {"n", 4},
+                      {"temperature", 0},
+                      {"top_p", 1},
+                      {"max_tokens", 0}}));
+  validator.Add(line({{"n", 5}}));
+  validator.Add(line({{"n", 0}}));
+  validator.Add(line({{"n", 1.5}}));
+  validator.Add(line({{"max_tokens", -1}}));
+  validator.Add(line({{"temperature", -0.5}}));
+  validator.Add(line({{"top_p", 0}}));
+  validator.Add(line({{"prompt", std::string(300, 'x')}}));
+  ASSERT_EQ(validator.errors().size(), 7u);
+  const char* params[] = {
+      "body.n",           "body.n",     "body.n", "body.max_tokens",
+      "body.temperature", "body.top_p", "body"};
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(validator.errors()[i].line(), static_cast<int64_t>(i) + 2);
+    EXPECT_EQ(validator.errors()[i].code(), "invalid_value");
+    EXPECT_EQ(validator.errors()[i].param(), params[i]);
+  }
+  EXPECT_THAT(validator.errors()[0].message(), HasSubstr("from 1 to 4"));
+  EXPECT_THAT(validator.errors()[6].message(),
+              HasSubstr("longer than 200 bytes (the server's "
+                        "--max_prompt_bytes)"));
+}
+
 TEST(BatchLineTest, TheValidatorChecksUrlUniqueIdsAndModelsInOrder) {
   BatchFileValidator validator(
       "/v1/chat/completions",
