@@ -69,6 +69,9 @@ Backend::~Backend() {
     absl::MutexLock lock(&mu_);
     // A call left here would never complete: fail loudly in debug builds.
     assert(calls_.empty());
+    // From here no timer is armed (a detection reply may still come until
+    // detector_ goes), so the ids taken below are all there will be.
+    destroying_ = true;
     timers.swap(cooldown_timers_);
     probe_timer = std::exchange(probe_timer_, 0);
     detect_timer = std::exchange(detect_timer_, 0);
@@ -79,6 +82,14 @@ Backend::~Backend() {
   if (probe_timer != 0) http_.timers().CancelTimer(probe_timer);
   if (detect_timer != 0) http_.timers().CancelTimer(detect_timer);
   if (budget_timer != 0) http_.timers().CancelTimer(budget_timer);
+  // A detection timer that had already cleared its id (so CancelTimer
+  // did not wait for it) may still be starting the detector, a member
+  // about to be destroyed.
+  absl::MutexLock lock(&mu_);
+  auto started = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return detections_starting_ == 0;
+  };
+  mu_.Await(absl::Condition(&started));
 }
 
 std::vector<std::string> Backend::models() const {
@@ -187,7 +198,9 @@ void Backend::ScheduleDetection(absl::Time at) {
     // Also wake at the outage limit, when the waiting calls fail.
     at = std::min(at, outage_.limit_at());
   }
-  if (detect_timer_ != 0) return;  // one at a time, as ScheduleProbe
+  // One at a time, as ScheduleProbe; none once the destructor has taken
+  // the timers to cancel.
+  if (detect_timer_ != 0 || destroying_) return;
   // The id is recorded before the callback can take mu_.
   detect_timer_ =
       http_.timers().RunAfter(std::max(at - absl::Now(), absl::ZeroDuration()),
@@ -201,10 +214,16 @@ void Backend::OnDetectionTimer() {
     absl::MutexLock lock(&mu_);
     detect_timer_ = 0;
     Dispatch(completions);
-    ask = !traits_known_ || server_kind_ == ServerKind::kUnknown;
+    ask = (!traits_known_ || server_kind_ == ServerKind::kUnknown) &&
+          !destroying_;
+    // With the id cleared, the destructor waits for this instead.
+    if (ask) ++detections_starting_;
   }
   RunCompletions(completions);
-  if (ask) StartDetection();
+  if (!ask) return;
+  StartDetection();
+  absl::MutexLock lock(&mu_);
+  --detections_starting_;
 }
 
 bool Backend::UndetectedPastLimit(absl::Time now) const {
@@ -365,7 +384,7 @@ bool Backend::BudgetAllows(const Call& call) {
   // One timer at a time (it cannot be cancelled under mu_): a pending one
   // runs Dispatch, which arms the next if the budget is still short. The
   // id is recorded before the callback can take mu_.
-  if (budget_timer_ == 0) {
+  if (budget_timer_ == 0 && !destroying_) {
     budget_timer_ = http_.timers().RunAfter(
         ready - now, [this] { OnDispatchTimer(&Backend::budget_timer_); });
   }
@@ -583,6 +602,7 @@ void Backend::OnEndpointChange(int endpoint, EndpointPool::Change change) {
       // Queued calls may go to it once the cool-down ends, even if no other
       // request completes meanwhile to trigger a dispatch.
       const uint64_t key = next_cooldown_++;
+      if (destroying_) return;
       cooldown_timers_[key] = http_.timers().RunAfter(
           cooldown, [this, key] { OnCooldownDone(key); });
       return;
@@ -733,8 +753,9 @@ void Backend::DispatchWhileDown(Completions& out) {
 
 void Backend::ScheduleProbe(absl::Time at) {
   // One timer at a time (it cannot be cancelled under mu_): a pending one
-  // runs Dispatch, which schedules the next if nothing is due yet.
-  if (probe_timer_ != 0) return;
+  // runs Dispatch, which schedules the next if nothing is due yet. None
+  // once the destructor has taken the timers to cancel.
+  if (probe_timer_ != 0 || destroying_) return;
   // The id is recorded before the callback can take mu_.
   probe_timer_ = http_.timers().RunAfter(
       std::max(at - absl::Now(), absl::ZeroDuration()),

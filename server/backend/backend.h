@@ -291,6 +291,11 @@ class Backend {
   // Detection asked again: its timer, the last failure's text.
   TimerService::TimerId detect_timer_ ABSL_GUARDED_BY(mu_) = 0;
   std::string detect_error_ ABSL_GUARDED_BY(mu_);
+  // Detection timers past clearing their id and still starting the
+  // detector; the destructor waits for none, and once it has begun
+  // (destroying_) no timer starts one.
+  int detections_starting_ ABSL_GUARDED_BY(mu_) = 0;
+  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
   // Down or up, and when to probe or detect again.
   OutageDetector outage_ ABSL_GUARDED_BY(mu_);
   CallId probe_ ABSL_GUARDED_BY(mu_) = 0;  // the call probing, if any
