@@ -280,9 +280,9 @@ class ApiHttpServer::Connection final
   void ResponseSent();
   // The request and its response are both done: on to the next.
   void FinishExchange();
-  // Closes once the output has gone; `linger`: after reading what the
-  // client still sends (it may not have seen the answer yet).
-  void CloseWhenSent(bool linger = false);
+  // Closes once the output has gone; with linger_on_close_, after reading
+  // what the client still sends (it may not have seen the answer yet).
+  void CloseWhenSent();
   // The output has gone and the connection is closing.
   void Sent();
 
@@ -297,8 +297,9 @@ class ApiHttpServer::Connection final
   bool chunked_ = true;  // HTTP/1.1: a streamed response is chunked
   bool reading_paused_ = false;
   bool closing_ = false;  // closes once its output has gone
-  bool linger_ = false;   // then reads what comes until the client closes
-  bool linger_on_close_ = false;  // the body could not be read to its end
+  // Input that was not read may follow: read what comes until the client
+  // closes, rather than close at once.
+  bool linger_on_close_ = false;
   bool lingering_ = false;
 };
 
@@ -463,10 +464,11 @@ void ApiHttpServer::Connection::BodyFailed(const absl::Status& error) {
 
 void ApiHttpServer::Connection::Reject(const absl::Status& error) {
   keep_alive_ = false;
+  linger_on_close_ = true;
   const std::string body = ErrorBody(error);
   WriteHead(HttpStatusOfParseError(error), "application/json", body.size());
   Output(body);
-  CloseWhenSent(/*linger=*/true);
+  CloseWhenSent();
 }
 
 void ApiHttpServer::Connection::WriteHead(int status,
@@ -558,23 +560,22 @@ void ApiHttpServer::Connection::FinishExchange() {
   response_done_ = false;
   reading_paused_ = false;
   if (!keep_alive_ || server_.stopping_) {
-    CloseWhenSent(linger_on_close_);
+    CloseWhenSent();
     return;
   }
   bufferevent_enable(socket_, EV_READ);
   Process();  // the next request may be here already
 }
 
-void ApiHttpServer::Connection::CloseWhenSent(bool linger) {
+void ApiHttpServer::Connection::CloseWhenSent() {
   closing_ = true;
-  linger_ = linger;
   bufferevent_disable(socket_, EV_READ);
   // Else OnWrite calls Sent once the output has drained.
   if (evbuffer_get_length(bufferevent_get_output(socket_)) == 0) Sent();
 }
 
 void ApiHttpServer::Connection::Sent() {
-  if (!linger_) {
+  if (!linger_on_close_) {
     Close();
     return;
   }

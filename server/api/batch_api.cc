@@ -209,9 +209,9 @@ Json BatchObject(const BatchView& view) {
       {"completed_at", at(status == "completed")},
       {"failed_at", at(status == "failed")},
       {"expired_at", at(status == "expired")},
-      {"cancelling_at", status == "cancelling" || status == "cancelled"
-                            ? Seconds(view.cancelling_at)
-                            : Json(nullptr)},
+      {"cancelling_at", status == "cancelled"    ? Seconds(ended)
+                        : status == "cancelling" ? Seconds(view.cancelling_at)
+                                                 : Json(nullptr)},
       {"cancelled_at", at(status == "cancelled")},
       {"request_counts",
        {{"total", job.total_rows()},

@@ -1,6 +1,7 @@
 #include "server/api/http_request_parser.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/status_macros.h"
 
 namespace sdg {
 namespace {
@@ -209,6 +211,45 @@ absl::StatusOr<bool> HttpBodyDecoder::TakeLine(absl::string_view input,
   return true;
 }
 
+absl::Status HttpBodyDecoder::EndLine() {
+  const std::string line = std::exchange(line_, {});
+  switch (state_) {
+    case State::kChunkEnd:
+      if (!line.empty()) {
+        return BadRequest("a chunk is longer than its size says");
+      }
+      state_ = State::kChunkSize;
+      return absl::OkStatus();
+    case State::kChunkSize: {
+      // The size, then maybe ";extensions", which are ignored.
+      const absl::string_view hex = absl::StripTrailingAsciiWhitespace(
+          absl::string_view(line).substr(0, line.find(';')));
+      uint64_t size = 0;
+      if (hex.empty() || hex.size() > 15 ||
+          !std::all_of(hex.begin(), hex.end(),
+                       [](char c) { return absl::ascii_isxdigit(c); }) ||
+          !absl::SimpleHexAtoi(hex, &size)) {
+        return BadRequest(absl::StrCat("a chunk's size \"", hex,
+                                       "\" is not a hexadecimal number"));
+      }
+      if (received_ + size > max_body_bytes_) {
+        return absl::OutOfRangeError(
+            absl::StrCat("the request body is larger than the ",
+                         max_body_bytes_, " bytes this port takes"));
+      }
+      remaining_ = size;
+      state_ = size == 0 ? State::kTrailer : State::kChunkData;
+      return absl::OkStatus();
+    }
+    case State::kTrailer:
+      // Trailer fields are read and dropped; an empty line ends them.
+      if (line.empty()) state_ = State::kDone;
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
+}
+
 absl::StatusOr<size_t> HttpBodyDecoder::Decode(absl::string_view input,
                                                std::string& body) {
   size_t at = 0;
@@ -228,58 +269,20 @@ absl::StatusOr<size_t> HttpBodyDecoder::Decode(absl::string_view input,
         }
         break;
       }
-      case State::kChunkEnd: {
-        size_t used = 0;
-        absl::StatusOr<bool> whole = TakeLine(rest, used);
-        if (!whole.ok()) return whole.status();
-        at += used;
-        if (!*whole) break;
-        if (!line_.empty()) {
-          return BadRequest("a chunk is longer than its size says");
-        }
-        state_ = State::kChunkSize;
-        break;
-      }
-      case State::kChunkSize: {
-        size_t used = 0;
-        absl::StatusOr<bool> whole = TakeLine(rest, used);
-        if (!whole.ok()) return whole.status();
-        at += used;
-        if (!*whole) break;
-        // The size, then maybe ";extensions", which are ignored.
-        const absl::string_view hex = absl::StripTrailingAsciiWhitespace(
-            absl::string_view(line_).substr(0, line_.find(';')));
-        uint64_t size = 0;
-        if (hex.empty() || hex.size() > 15 ||
-            !std::all_of(hex.begin(), hex.end(),
-                         [](char c) { return absl::ascii_isxdigit(c); }) ||
-            !absl::SimpleHexAtoi(hex, &size)) {
-          return BadRequest(absl::StrCat("a chunk's size \"", hex,
-                                         "\" is not a hexadecimal number"));
-        }
-        line_.clear();
-        if (received_ + size > max_body_bytes_) {
-          return absl::OutOfRangeError(
-              absl::StrCat("the request body is larger than the ",
-                           max_body_bytes_, " bytes this port takes"));
-        }
-        remaining_ = size;
-        state_ = size == 0 ? State::kTrailer : State::kChunkData;
-        break;
-      }
+      case State::kChunkEnd:
+      case State::kChunkSize:
       case State::kTrailer: {
         size_t used = 0;
         absl::StatusOr<bool> whole = TakeLine(rest, used);
         if (!whole.ok()) return whole.status();
         at += used;
-        trailer_bytes_ += used;
-        if (trailer_bytes_ > kMaxTrailerBytes) {
-          return BadRequest("its trailer is longer than 8 KiB");
+        if (state_ == State::kTrailer) {
+          trailer_bytes_ += used;
+          if (trailer_bytes_ > kMaxTrailerBytes) {
+            return BadRequest("its trailer is longer than 8 KiB");
+          }
         }
-        if (!*whole) break;
-        // Trailer fields are read and dropped; an empty line ends them.
-        if (line_.empty()) state_ = State::kDone;
-        line_.clear();
+        if (*whole) SDG_RETURN_IF_ERROR(EndLine());
         break;
       }
       case State::kDone:

@@ -79,6 +79,8 @@ class HttpBodyDecoder {
   // Takes `input` up to the end of a line; true once the line is whole in
   // line_ (without its CRLF).
   absl::StatusOr<bool> TakeLine(absl::string_view input, size_t& used);
+  // A whole line is in line_: what it says in the state it ends.
+  absl::Status EndLine();
 
   State state_;
   uint64_t remaining_;  // of the body (fixed) or of this chunk

@@ -407,8 +407,7 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
                     absl::IsCancelled(job->token().reason());
   view.expired = ExpiredByWindow(view.job);
   {
-    // While it cancels: when that was asked for; once cancelled (and after
-    // a restart), when it stopped.
+    // While it cancels: when that was asked for.
     absl::MutexLock lock(&cancels_mu_);
     auto asked = cancel_times_.find(job->id());
     if (asked != cancel_times_.end()) view.cancelling_at = asked->second;
@@ -432,10 +431,6 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
   {
     absl::MutexLock lock(&cancels_mu_);
     cancel_times_.erase(job->id());
-  }
-  if (state == v1::JOB_STATE_CANCELLED) {
-    view.cancelling_at = absl::FromUnixSeconds(view.job.end_time().seconds()) +
-                         absl::Nanoseconds(view.job.end_time().nanos());
   }
   if (view.job.rows_succeeded() > 0) {
     view.output_file_id = OutputFileId(job->id());

@@ -43,8 +43,8 @@ struct BatchView {
   std::string error_file_id;
   // Cancelled, and not yet ended.
   bool cancelling = false;
-  // While it cancels, when that was asked for; once cancelled, when it
-  // stopped; InfinitePast if it was not cancelled.
+  // While it cancels, when that was asked for (once cancelled, its
+  // cancelling_at is its end); InfinitePast otherwise.
   absl::Time cancelling_at = absl::InfinitePast();
   // Ended by its completion window, which is this long from its creation.
   bool expired = false;
