@@ -433,6 +433,7 @@ ApiResponse BatchApi::FileContent(const Caller& caller,
     std::string chunk;
     absl::Status read =
         batches_.ReadFile(caller, file_id, [&](absl::string_view line) {
+          if (chunk.empty()) chunk.reserve(kChunkBytes + line.size() + 1);
           absl::StrAppend(&chunk, line, "\n");
           if (chunk.size() < kChunkBytes) return absl::OkStatus();
           return writer.Write(std::exchange(chunk, {}));

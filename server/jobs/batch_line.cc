@@ -2,12 +2,14 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "base/json.h"
+#include "base/status_macros.h"
 
 namespace sdg {
 namespace {
@@ -48,6 +50,73 @@ absl::string_view RowLine(const google::protobuf::Struct& row) {
   auto it = row.fields().find(std::string(kLineColumn));
   if (it == row.fields().end()) return "";
   return it->second.string_value();
+}
+
+namespace {
+
+// A varint at the front of `in`, consumed.
+bool ConsumeVarint(absl::string_view& in, uint64_t& value) {
+  value = 0;
+  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// A length-delimited field with `tag` (its number and wire type 2, one
+// byte) at the front of `in`, consumed: its bytes in `field`.
+bool ConsumeDelimited(absl::string_view& in, uint8_t tag,
+                      absl::string_view& field) {
+  if (in.empty() || static_cast<uint8_t>(in.front()) != tag) return false;
+  in.remove_prefix(1);
+  uint64_t size = 0;
+  if (!ConsumeVarint(in, size) || size > in.size()) return false;
+  field = in.substr(0, size);
+  in.remove_prefix(size);
+  return true;
+}
+
+}  // namespace
+
+std::optional<absl::string_view> EncodedRowLine(absl::string_view encoded) {
+  // Struct {fields = 1: {key = 1: "line", value = 2: Value {string_value =
+  // 3}}}, each field length-delimited: (number << 3) | 2.
+  absl::string_view entry, key, value, line;
+  if (!ConsumeDelimited(encoded, 0x0a, entry) || !encoded.empty() ||
+      !ConsumeDelimited(entry, 0x0a, key) || key != kLineColumn ||
+      !ConsumeDelimited(entry, 0x12, value) || !entry.empty() ||
+      !ConsumeDelimited(value, 0x1a, line) || !value.empty()) {
+    return std::nullopt;
+  }
+  return line;
+}
+
+absl::Status ReadFileLines(
+    const Dataset& file, int64_t first, int64_t count,
+    absl::FunctionRef<absl::Status(absl::string_view)> on_line) {
+  // A window at a time, so that a file of any size reads in flat memory.
+  constexpr int64_t kRowsAtOnce = 1024;
+  google::protobuf::Struct row;
+  int64_t index = first;
+  auto take = [&](absl::string_view encoded) -> absl::Status {
+    const int64_t at = index++;
+    if (std::optional<absl::string_view> line = EncodedRowLine(encoded)) {
+      return on_line(*line);
+    }
+    if (!row.ParseFromArray(encoded.data(), static_cast<int>(encoded.size()))) {
+      return absl::DataLossError(
+          absl::StrCat("row ", at, " of the file is damaged"));
+    }
+    return on_line(RowLine(row));
+  };
+  for (int64_t start = first; start < first + count; start += kRowsAtOnce) {
+    SDG_RETURN_IF_ERROR(file.ReadEncodedRows(
+        start, std::min(kRowsAtOnce, first + count - start), take));
+  }
+  return absl::OkStatus();
 }
 
 // Lines are parsed with simdjson (a file's lines are read twice: by the

@@ -14,9 +14,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/struct.pb.h"
 #include "sdg/v1/generation.pb.h"
+#include "server/store/dataset.h"
 
 namespace sdg {
 
@@ -33,6 +36,16 @@ google::protobuf::Struct LineRow(absl::string_view line);
 // one after another).
 void SetLineRow(absl::string_view line, google::protobuf::Struct& row);
 absl::string_view RowLine(const google::protobuf::Struct& row);
+// The line of a file row as stored (a serialized Struct:
+// Dataset::ReadEncodedRows), read without parsing the row; nullopt unless
+// the row is exactly the one "line" string, for the caller to parse.
+std::optional<absl::string_view> EncodedRowLine(absl::string_view encoded);
+// The lines of a file's rows [first, first + count), read as they are
+// stored (a row that is not a line reads as ""); DATA_LOSS for a row that
+// does not parse.
+absl::Status ReadFileLines(
+    const Dataset& file, int64_t first, int64_t count,
+    absl::FunctionRef<absl::Status(absl::string_view)> on_line);
 
 struct BatchLine {
   std::string custom_id;

@@ -1,18 +1,13 @@
 #include "server/service/batch_service.h"
 
-#include <google/protobuf/arena.h>
-
 #include <algorithm>
-#include <map>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
 #include "base/quote.h"
-#include "base/sha256.h"
 #include "base/status_macros.h"
 #include "server/jobs/batch_line.h"
 #include "server/jobs/job_spec.h"
@@ -21,6 +16,11 @@ namespace sdg {
 namespace {
 
 constexpr absl::string_view kBatchPrefix = "batch_";
+
+// A running batch's files take its log's events this many at a time (a
+// shard each): waking for every commit round cost the batch 3% of its rate
+// (bench/batch_api_bench.py). The end of the log wakes them too.
+constexpr uint64_t kCatchUpEvents = 64;
 
 absl::Status NoSuchFile(const std::string& file_id) {
   return absl::NotFoundError(
@@ -43,192 +43,28 @@ bool ExpiredByWindow(const v1::Job& job) {
          absl::StrContains(job.reason(), "timeout of");
 }
 
-// One file of a batch's output being written: its lines as rows, and its
-// size and digest as they go.
-class OutputFile {
- public:
-  OutputFile(std::string file_id, std::string filename)
-      : file_id_(std::move(file_id)), filename_(std::move(filename)) {}
-
-  absl::Status Open(DatasetStore& store) {
-    store.DiscardUpload(file_id_);  // what a crash mid-way left
-    SDG_ASSIGN_OR_RETURN(builder_, store.NewUpload(file_id_));
-    return absl::OkStatus();
-  }
-  absl::Status Add(const std::string& line) {
-    ++lines_;
-    bytes_ += static_cast<int64_t>(line.size()) + 1;
-    sha256_.Update(line);
-    sha256_.Update("\n");
-    SetLineRow(line, row_);
-    return builder_->Add(row_);
-  }
-  absl::Status Save(DatasetStore& store, const std::string& tenant,
-                    absl::Time expire_time) {
-    SDG_RETURN_IF_ERROR(builder_->Finish().status());
-    StoredDataset stored;
-    stored.dataset.set_dataset_id(file_id_);
-    stored.dataset.set_rows(lines_);
-    stored.dataset.set_bytes(bytes_);
-    stored.dataset.set_sha256(sha256_.HexDigest());
-    stored.dataset.set_filename(filename_);
-    stored.dataset.set_purpose("batch_output");
-    stored.tenant = tenant;
-    stored.info = builder_->info();
-    stored.create_time = absl::Now();
-    stored.expire_time = expire_time;
-    return store.SaveUpload(stored);
-  }
-
- private:
-  const std::string file_id_;
-  const std::string filename_;
-  std::unique_ptr<DatasetBuilder> builder_;
-  google::protobuf::Struct row_;  // reused from line to line
-  int64_t lines_ = 0;
-  int64_t bytes_ = 0;
-  Sha256 sha256_;
-};
-
-// Writes a batch's output and error files in input order from its job's
-// committed events, which come in the order shards committed: a line
-// waits in `pending_` until every line before it is written. Shards commit
-// near their order (a worker's few at a time, and after a restart the
-// shards that were in flight), so few lines wait.
-class BatchFilesWriter {
- public:
-  BatchFilesWriter(const std::string& job_id, const Dataset& input)
-      : job_id_(job_id),
-        input_(input),
-        output_(BatchService::OutputFileId(job_id),
-                absl::StrCat("batch_", job_id, "_output.jsonl")),
-        errors_(BatchService::ErrorFileId(job_id),
-                absl::StrCat("batch_", job_id, "_error.jsonl")) {}
-
-  absl::Status Open(DatasetStore& store) {
-    SDG_RETURN_IF_ERROR(output_.Open(store));
-    return errors_.Open(store);
-  }
-
-  absl::Status Take(const LogEvent& event) {
-    if (event.has_shard_result()) {
-      for (const v1::ResultRow& row : event.shard_result().rows()) {
-        const auto& columns = row.columns().fields();
-        auto text = [&columns](const char* name) -> const std::string& {
-          static const std::string kNone;
-          auto it = columns.find(name);
-          return it == columns.end() ? kNone : it->second.string_value();
-        };
-        const auto status = columns.find("status_code");
-        SDG_RETURN_IF_ERROR(Place(
-            row.row_index(),
-            Line{true,
-                 BatchOutputLine(
-                     job_id_, row.row_index(), text("custom_id"),
-                     status == columns.end()
-                         ? 200
-                         : static_cast<int>(status->second.number_value()),
-                     text("request_id"), text("body"))}));
-      }
-    } else if (event.has_shard_error()) {
-      const v1::ShardError& error = event.shard_error();
-      const std::string code =
-          error.http_status() == 0
-              ? absl::AsciiStrToLower(absl::StatusCodeToString(
-                    static_cast<absl::StatusCode>(error.code())))
-          : error.http_status() < 500 ? "invalid_request_error"
-                                      : "server_error";
-      for (int64_t r = error.first_row();
-           r < error.first_row() + error.row_count(); ++r) {
-        SDG_ASSIGN_OR_RETURN(std::string custom_id, CustomIdAt(r));
-        SDG_RETURN_IF_ERROR(Place(
-            r, Line{false,
-                    BatchErrorLine(job_id_, r, custom_id, error.http_status(),
-                                   code, error.message())}));
-      }
-    }
-    return Flush();
-  }
-
-  // The lines no event answered (the batch was cancelled, or expired, or
-  // failed) go to the error file with `code` and `message`.
-  absl::Status Finish(absl::string_view code, absl::string_view message) {
-    for (; next_row_ < input_.row_count(); ++next_row_) {
-      auto it = pending_.find(next_row_);
-      if (it == pending_.end()) {
-        SDG_ASSIGN_OR_RETURN(std::string custom_id, CustomIdAt(next_row_));
-        SDG_RETURN_IF_ERROR(errors_.Add(
-            BatchErrorLine(job_id_, next_row_, custom_id, 0, code, message)));
-        continue;
-      }
-      SDG_RETURN_IF_ERROR(Write(it->second));
-      pending_.erase(it);
-    }
-    return absl::OkStatus();
-  }
-
-  // The error file first: the output file's record says both are stored.
-  // `expire_time`: when the store removes them whatever the retention.
-  absl::Status Save(DatasetStore& store, const std::string& tenant,
-                    absl::Time expire_time) {
-    SDG_RETURN_IF_ERROR(errors_.Save(store, tenant, expire_time));
-    return output_.Save(store, tenant, expire_time);
-  }
-
- private:
-  struct Line {
-    bool succeeded = false;
-    std::string text;
-  };
-
-  // Line `row`: written at once when it is the next, else it waits.
-  absl::Status Place(int64_t row, Line line) {
-    if (row != next_row_) {
-      pending_[row] = std::move(line);
-      return absl::OkStatus();
-    }
-    SDG_RETURN_IF_ERROR(Write(line));
-    ++next_row_;
-    return absl::OkStatus();
-  }
-
-  absl::Status Flush() {
-    for (auto it = pending_.begin();
-         it != pending_.end() && it->first == next_row_;
-         it = pending_.erase(it), ++next_row_) {
-      SDG_RETURN_IF_ERROR(Write(it->second));
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Write(const Line& line) {
-    return line.succeeded ? output_.Add(line.text) : errors_.Add(line.text);
-  }
-  absl::StatusOr<std::string> CustomIdAt(int64_t row) const {
-    SDG_ASSIGN_OR_RETURN(std::vector<google::protobuf::Struct> rows,
-                         input_.ReadRows(row, 1));
-    return rows.empty() ? std::string() : CustomIdOf(RowLine(rows.front()));
-  }
-
-  const std::string& job_id_;
-  const Dataset& input_;
-  OutputFile output_;
-  OutputFile errors_;
-  std::map<int64_t, Line> pending_;
-  int64_t next_row_ = 0;
-};
-
 }  // namespace
 
 std::string BatchService::BatchId(absl::string_view job_id) {
   return absl::StrCat(kBatchPrefix, job_id);
 }
 
-std::string BatchService::OutputFileId(absl::string_view job_id) {
-  return absl::StrCat("file-", job_id, "-output");
+BatchService::BatchService(const Options& options, JobService& jobs,
+                           JobStore& store)
+    : options_(options),
+      jobs_(jobs),
+      store_(store),
+      files_poster_(std::make_shared<FilesPoster>()),
+      files_thread_(std::make_unique<Executor>(1, "sdg-batch-files")) {
+  absl::MutexLock lock(&files_poster_->mu);
+  files_poster_->executor = files_thread_.get();
 }
 
-std::string BatchService::ErrorFileId(absl::string_view job_id) {
-  return absl::StrCat("file-", job_id, "-errors");
+BatchService::~BatchService() {
+  absl::MutexLock lock(&files_poster_->mu);
+  files_poster_->executor = nullptr;
+  // files_thread_ goes first of the members: what is queued runs while
+  // the rest is there.
 }
 
 absl::Status BatchService::CheckUploadPurpose(const std::string& purpose) {
@@ -294,15 +130,7 @@ absl::Status BatchService::ReadFile(
   absl::StatusOr<std::shared_ptr<Dataset>> file = store_.OpenUpload(file_id);
   if (absl::IsNotFound(file.status())) return NoSuchFile(file_id);
   if (!file.ok()) return file.status();
-  constexpr int64_t kRowsAtOnce = 1024;
-  const int64_t lines = (*file)->row_count();
-  for (int64_t first = 0; first < lines; first += kRowsAtOnce) {
-    SDG_ASSIGN_OR_RETURN(
-        std::vector<google::protobuf::Struct> rows,
-        (*file)->ReadRows(first, std::min(kRowsAtOnce, lines - first)));
-    for (const auto& row : rows) SDG_RETURN_IF_ERROR(on_line(RowLine(row)));
-  }
-  return absl::OkStatus();
+  return ReadFileLines(**file, 0, (*file)->row_count(), on_line);
 }
 
 absl::StatusOr<BatchView> BatchService::CreateBatch(
@@ -326,6 +154,7 @@ absl::StatusOr<BatchView> BatchService::CreateBatch(
   request.set_detach(true);
   SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
                        jobs_.Admit(caller, request, {}));
+  StartFiles(*job);
   return View(job, /*finalize=*/false);
 }
 
@@ -423,8 +252,8 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
     return view;
   }
   if (finalize) {
-    SDG_RETURN_IF_ERROR(Finalize(*job, view.job));
-  } else if (!store_.FindUpload(OutputFileId(job->id())).ok()) {
+    SDG_RETURN_IF_ERROR(Finalize(*job));
+  } else if (!store_.FindUpload(BatchFiles::OutputFileId(job->id())).ok()) {
     return view;
   }
   view.files_written = true;
@@ -433,62 +262,129 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
     cancel_times_.erase(job->id());
   }
   if (view.job.rows_succeeded() > 0) {
-    view.output_file_id = OutputFileId(job->id());
+    view.output_file_id = BatchFiles::OutputFileId(job->id());
   }
   if (view.job.rows_succeeded() < view.job.total_rows()) {
-    view.error_file_id = ErrorFileId(job->id());
+    view.error_file_id = BatchFiles::ErrorFileId(job->id());
   }
   return view;
 }
 
-absl::Status BatchService::Finalize(Job& job, const v1::Job& described) {
+absl::Status BatchService::Finalize(Job& job) {
   absl::MutexLock lock(&finalize_mu_);
-  if (store_.FindUpload(OutputFileId(job.id())).ok()) return absl::OkStatus();
+  std::shared_ptr<FilesInProgress> running;
+  {
+    absl::MutexLock files_lock(&files_mu_);
+    auto it = files_in_progress_.find(job.id());
+    if (it != files_in_progress_.end()) {
+      running = std::move(it->second);
+      files_in_progress_.erase(it);
+    }
+  }
+  if (running != nullptr) {
+    // The files written as its lines committed: the last lines, and save.
+    absl::MutexLock files_lock(&running->mu);
+    if (running->files != nullptr) {
+      std::unique_ptr<BatchFiles> files = std::move(running->files);
+      absl::StatusOr<BatchFiles::Progress> progress = files->CatchUp();
+      if (progress.ok() && *progress == BatchFiles::Progress::kSaved) {
+        return absl::OkStatus();
+      }
+      Log(LogLevel::kWarning,
+          "a batch's files written as it ran are incomplete; writing them "
+          "again from its log",
+          {{"job_id", job.id()},
+           {"error", progress.ok() ? "no end in its log"
+                                   : progress.status().ToString()}});
+    }
+  }
+  if (store_.FindUpload(BatchFiles::OutputFileId(job.id())).ok()) {
+    return absl::OkStatus();
+  }
+  SDG_ASSIGN_OR_RETURN(std::unique_ptr<BatchFiles> files, OpenFiles(job));
+  SDG_ASSIGN_OR_RETURN(BatchFiles::Progress progress, files->CatchUp());
+  if (progress != BatchFiles::Progress::kSaved) {
+    return absl::InternalError(absl::StrCat(
+        "batch ", Quoted(BatchId(job.id())),
+        " has ended but its log has no end to write its files from"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<BatchFiles>> BatchService::OpenFiles(
+    const Job& job) {
   SDG_ASSIGN_OR_RETURN(std::shared_ptr<Dataset> input,
                        store_.OpenJobDataset(job.id()));
-  BatchFilesWriter writer(job.id(), *input);
-  SDG_RETURN_IF_ERROR(writer.Open(store_));
-  std::shared_ptr<EventLog> log = job.log();
-  log->AwaitCommitted();
-  SDG_ASSIGN_OR_RETURN(std::unique_ptr<EventLog::Reader> reader, log->Read(0));
-  while (true) {
-    SDG_ASSIGN_OR_RETURN(std::optional<EventLog::EncodedEvent> next,
-                         reader->Next());
-    if (!next.has_value()) break;
-    if (next->event_case != LogEvent::kShardResult &&
-        next->event_case != LogEvent::kShardError) {
-      continue;
-    }
-    // Each event's rows in an arena, freed at once.
-    google::protobuf::Arena arena;
-    auto* event = google::protobuf::Arena::CreateMessage<LogEvent>(&arena);
-    if (!event->ParseFromString(next->bytes)) {
-      return absl::DataLossError(absl::StrCat(
-          "event ", next->sequence, " of job ", job.id(), " is corrupt"));
-    }
-    SDG_RETURN_IF_ERROR(writer.Take(*event));
-  }
-  const absl::string_view code = ExpiredByWindow(described) ? "batch_expired"
-                                 : described.state() == v1::JOB_STATE_CANCELLED
-                                     ? "batch_cancelled"
-                                     : "batch_failed";
-  SDG_RETURN_IF_ERROR(writer.Finish(
-      code, described.reason().empty() ? "the batch ended before this line ran"
-                                       : described.reason()));
-  // output_expires_after: from the files' creation, as OpenAI's anchor
-  // "created_at" says; else they live as long as any file.
-  const int64_t expires_after =
+  BatchFiles::Batch batch;
+  batch.job_id = job.id();
+  batch.tenant = job.tenant();
+  batch.output_expires_after_seconds =
       job.spec().openai_batch->output_expires_after_seconds();
-  SDG_RETURN_IF_ERROR(
-      writer.Save(store_, job.tenant(),
-                  expires_after > 0 ? absl::Now() + absl::Seconds(expires_after)
-                                    : absl::InfiniteFuture()));
-  Log(LogLevel::kInfo, "batch files written",
-      {{"job_id", job.id()},
-       {"tenant", job.tenant()},
-       {"completed", described.rows_succeeded()},
-       {"lines", input->row_count()}});
-  return absl::OkStatus();
+  return BatchFiles::Open(store_, std::move(batch), std::move(input),
+                          job.log());
+}
+
+void BatchService::StartFiles(const Job& job) {
+  absl::StatusOr<std::unique_ptr<BatchFiles>> files = OpenFiles(job);
+  if (!files.ok()) {
+    // Not lost: they are written from the log once the batch has ended.
+    Log(LogLevel::kWarning,
+        "cannot write a batch's files as it runs; they are written once it "
+        "has ended",
+        {{"job_id", job.id()}, {"error", files.status().ToString()}});
+    return;
+  }
+  auto running = std::make_shared<FilesInProgress>();
+  {
+    absl::MutexLock lock(&running->mu);
+    running->files = *std::move(files);
+  }
+  {
+    absl::MutexLock lock(&files_mu_);
+    files_in_progress_[job.id()] = running;
+  }
+  files_thread_->Post(
+      [this, running, job_id = job.id()] { CatchUp(running, job_id); });
+}
+
+void BatchService::CatchUp(const std::shared_ptr<FilesInProgress>& running,
+                           const std::string& job_id) {
+  absl::MutexLock lock(&running->mu);
+  if (running->files == nullptr) return;  // Finalize took them over
+  BatchFiles& files = *running->files;
+  absl::StatusOr<BatchFiles::Progress> progress;
+  while (true) {
+    progress = files.CatchUp();
+    if (!progress.ok() || *progress != BatchFiles::Progress::kFollowing) break;
+    // Back here once kCatchUpEvents more are committed, or the log ends
+    // (the callback may outlive the service: it goes through
+    // files_poster_).
+    std::weak_ptr<FilesInProgress> weak = running;
+    const bool waiting = files.log().NotifyAfter(
+        files.last_read() + kCatchUpEvents - 1,
+        [this, poster = files_poster_, weak, job_id] {
+          absl::MutexLock lock(&poster->mu);
+          if (poster->executor == nullptr) return;
+          poster->executor->Post([this, weak, job_id] {
+            if (std::shared_ptr<FilesInProgress> running = weak.lock()) {
+              CatchUp(running, job_id);
+            }
+          });
+        });
+    if (waiting) return;
+  }
+  if (!progress.ok()) {
+    Log(LogLevel::kWarning,
+        "cannot write a batch's files as it runs; they are written once it "
+        "has ended",
+        {{"job_id", job_id}, {"error", progress.status().ToString()}});
+  }
+  running->files.reset();  // saved, failed, or nothing to write
+  absl::MutexLock files_lock(&files_mu_);
+  auto it = files_in_progress_.find(job_id);
+  if (it != files_in_progress_.end() && it->second == running) {
+    files_in_progress_.erase(it);
+  }
 }
 
 }  // namespace sdg

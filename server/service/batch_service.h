@@ -2,10 +2,10 @@
 // an upload whose rows are its lines (file_upload.h), a batch is a job that
 // runs its input file's lines (JobSpec::openai_batch), and a batch's output
 // and error files are written, in input order, from the job's committed
-// events once it has ended. It knows no HTTP: server/api/batch_api.h
-// decodes the requests into it and encodes its answers as OpenAI's
-// objects. Every call blocks on the store: callers run them off the HTTP
-// loop.
+// events as they commit (batch_files.h). It knows no HTTP:
+// server/api/batch_api.h decodes the requests into it and encodes its answers
+// as OpenAI's objects. Every call blocks on the store: callers run them off the
+// HTTP loop.
 #ifndef SDG_SERVER_SERVICE_BATCH_SERVICE_H_
 #define SDG_SERVER_SERVICE_BATCH_SERVICE_H_
 
@@ -21,7 +21,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/executor.h"
 #include "sdg/v1/generation.pb.h"
+#include "server/service/batch_files.h"
 #include "server/service/caller.h"
 #include "server/service/file_upload.h"
 #include "server/service/job_service.h"
@@ -62,8 +64,8 @@ class BatchService {
     int max_list_batches = 100;
   };
 
-  BatchService(const Options& options, JobService& jobs, JobStore& store)
-      : options_(options), jobs_(jobs), store_(store) {}
+  BatchService(const Options& options, JobService& jobs, JobStore& store);
+  ~BatchService();
 
   // Files. A file belongs to its tenant: another tenant's is NOT_FOUND.
   // A file of purpose "batch" (the only one a client uploads), whose
@@ -105,9 +107,6 @@ class BatchService {
                                         const std::string& batch_id);
 
   static std::string BatchId(absl::string_view job_id);
-  // The output and error files of the batch job `job_id`.
-  static std::string OutputFileId(absl::string_view job_id);
-  static std::string ErrorFileId(absl::string_view job_id);
 
  private:
   // The job of `batch_id`: NOT_FOUND unless it is the caller's batch.
@@ -116,8 +115,28 @@ class BatchService {
   // The job as a batch; `finalize` writes an ended job's files first.
   absl::StatusOr<BatchView> View(const std::shared_ptr<Job>& job,
                                  bool finalize);
-  // Writes an ended job's output and error files unless they are stored.
-  absl::Status Finalize(Job& job, const v1::Job& described);
+  // Writes an ended job's output and error files unless they are stored:
+  // what its BatchFiles left to write, or all of it.
+  absl::Status Finalize(Job& job);
+  absl::StatusOr<std::unique_ptr<BatchFiles>> OpenFiles(const Job& job);
+
+  // A batch's files written as its lines commit, on files_thread_.
+  struct FilesInProgress {
+    absl::Mutex mu;
+    // Null once saved, failed, or taken over by Finalize.
+    std::unique_ptr<BatchFiles> files ABSL_GUARDED_BY(mu);
+  };
+  // Starts writing the files of `job`, a batch just created.
+  void StartFiles(const Job& job);
+  // Takes what is committed, then waits for the next commit.
+  void CatchUp(const std::shared_ptr<FilesInProgress>& running,
+               const std::string& job_id);
+  // files_thread_ as a log's commit callback reaches it: such a callback
+  // may run after the service is gone, when this is null.
+  struct FilesPoster {
+    absl::Mutex mu;
+    Executor* executor ABSL_GUARDED_BY(mu) = nullptr;
+  };
 
   const Options options_;
   JobService& jobs_;
@@ -129,6 +148,12 @@ class BatchService {
   absl::Mutex cancels_mu_;
   absl::flat_hash_map<std::string, absl::Time> cancel_times_
       ABSL_GUARDED_BY(cancels_mu_);
+  absl::Mutex files_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<FilesInProgress>>
+      files_in_progress_ ABSL_GUARDED_BY(files_mu_);
+  const std::shared_ptr<FilesPoster> files_poster_;
+  // Last: its thread stops first.
+  const std::unique_ptr<Executor> files_thread_;
 };
 
 }  // namespace sdg

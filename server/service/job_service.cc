@@ -36,9 +36,6 @@ class PromptBytesOnly final : public PromptCounter {
 using ShardFn =
     absl::FunctionRef<absl::Status(std::vector<google::protobuf::Struct>)>;
 
-// Rows read at a time from an OpenAI batch's input file.
-constexpr int64_t kBatchReadRows = 1024;
-
 // `dataset`'s rows in order, `shard_rows` at a time.
 absl::Status ReadShardsOf(const Dataset& dataset, int64_t shard_rows,
                           ShardFn on_shard) {
@@ -58,12 +55,9 @@ absl::StatusOr<int64_t> EnqueuedTokens(const JobSpec& spec,
                                        const Dataset& dataset) {
   if (spec.openai_batch.has_value()) {
     int64_t bytes = 0;
-    SDG_RETURN_IF_ERROR(ReadShardsOf(
-        dataset, kBatchReadRows,
-        [&bytes](const std::vector<google::protobuf::Struct>& rows) {
-          for (const auto& row : rows) {
-            bytes += static_cast<int64_t>(RowLine(row).size());
-          }
+    SDG_RETURN_IF_ERROR(ReadFileLines(
+        dataset, 0, dataset.row_count(), [&bytes](absl::string_view line) {
+          bytes += static_cast<int64_t>(line.size());
           return absl::OkStatus();
         }));
     return (bytes + 3) / 4;
@@ -356,12 +350,11 @@ absl::StatusOr<std::optional<v1::JobFinished>> JobService::CheckBatchLines(
   BatchFileValidator validator(
       spec.openai_batch->endpoint(), model_served,
       {options_.limits.max_samples_per_row, options_.limits.max_prompt_bytes});
-  SDG_RETURN_IF_ERROR(ReadShardsOf(
-      dataset, kBatchReadRows,
-      [&validator](const std::vector<google::protobuf::Struct>& rows) {
-        for (const auto& row : rows) validator.Add(RowLine(row));
-        return absl::OkStatus();
-      }));
+  SDG_RETURN_IF_ERROR(ReadFileLines(dataset, 0, dataset.row_count(),
+                                    [&validator](absl::string_view line) {
+                                      validator.Add(line);
+                                      return absl::OkStatus();
+                                    }));
   spec.openai_batch->set_model(validator.model());
   if (validator.error_count() == 0) return std::nullopt;
   v1::JobFinished finished;

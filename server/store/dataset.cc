@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "server/store/file_util.h"
 
 namespace sdg {
@@ -29,14 +30,29 @@ class MemoryDataset final : public Dataset {
   int64_t row_count() const override {
     return static_cast<int64_t>(rows_.size());
   }
-  absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
-      int64_t first, int64_t count) const override {
+  absl::Status CheckRange(int64_t first, int64_t count) const {
     if (first < 0 || count < 0 || first + count > row_count()) {
       return absl::OutOfRangeError(
           absl::StrCat("rows ", first, "+", count, " of ", row_count()));
     }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
+      int64_t first, int64_t count) const override {
+    SDG_RETURN_IF_ERROR(CheckRange(first, count));
     return std::vector<google::protobuf::Struct>(rows_.begin() + first,
                                                  rows_.begin() + first + count);
+  }
+  absl::Status ReadEncodedRows(int64_t first, int64_t count,
+                               EncodedRowFn on_row) const override {
+    SDG_RETURN_IF_ERROR(CheckRange(first, count));
+    std::string encoded;
+    for (int64_t i = first; i < first + count; ++i) {
+      encoded.clear();
+      rows_[i].AppendToString(&encoded);
+      SDG_RETURN_IF_ERROR(on_row(encoded));
+    }
+    return absl::OkStatus();
   }
 
  private:
@@ -55,6 +71,21 @@ class FileDataset final : public Dataset {
 
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       int64_t first, int64_t count) const override {
+    std::vector<google::protobuf::Struct> rows;
+    rows.reserve(static_cast<size_t>(std::max<int64_t>(count, 0)));
+    SDG_RETURN_IF_ERROR(
+        ReadEncodedRows(first, count, [&](absl::string_view encoded) {
+          if (!rows.emplace_back().ParseFromArray(
+                  encoded.data(), static_cast<int>(encoded.size()))) {
+            return Damaged(PathIn(dir_, kRowsFile));
+          }
+          return absl::OkStatus();
+        }));
+    return rows;
+  }
+
+  absl::Status ReadEncodedRows(int64_t first, int64_t count,
+                               EncodedRowFn on_row) const override {
     if (first < 0 || count < 0 || first + count > row_count_) {
       return absl::OutOfRangeError(
           absl::StrCat("rows ", first, "+", count, " of ", row_count_));
@@ -76,17 +107,14 @@ class FileDataset final : public Dataset {
                   bytes.size(), bytes.data(), rows_path);
     if (!read.ok()) return read.status();
     if (*read != bytes.size()) return Damaged(rows_path);
-    std::vector<google::protobuf::Struct> rows(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
       const uint64_t begin = offsets[i] - offsets.front();
       const uint64_t end = offsets[i + 1] - offsets.front();
-      if (end < begin ||
-          !rows[i].ParseFromArray(bytes.data() + begin,
-                                  static_cast<int>(end - begin))) {
-        return Damaged(rows_path);
-      }
+      if (end < begin) return Damaged(rows_path);
+      SDG_RETURN_IF_ERROR(
+          on_row(absl::string_view(bytes).substr(begin, end - begin)));
     }
-    return rows;
+    return absl::OkStatus();
   }
 
  private:

@@ -53,6 +53,12 @@ class Dataset {
   // Rows [first, first + count); safe to call from several threads.
   virtual absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       int64_t first, int64_t count) const = 0;
+  // The same rows as stored, each a serialized google.protobuf.Struct, for
+  // a reader that needs less than the whole Struct (a Batch API file's
+  // download takes each row's line as it is: EncodedRowLine).
+  using EncodedRowFn = absl::FunctionRef<absl::Status(absl::string_view)>;
+  virtual absl::Status ReadEncodedRows(int64_t first, int64_t count,
+                                       EncodedRowFn on_row) const = 0;
 
   // A dataset a builder wrote into `dir`.
   static absl::StatusOr<std::shared_ptr<Dataset>> OpenDirectory(

@@ -106,8 +106,25 @@ class PostgresDataset final : public Dataset {
 
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       int64_t first, int64_t count) const override {
+    std::vector<google::protobuf::Struct> rows;
+    int64_t row = first;
+    SDG_RETURN_IF_ERROR(
+        ReadEncodedRows(first, count, [&](absl::string_view encoded) {
+          if (!rows.emplace_back().ParseFromArray(
+                  encoded.data(), static_cast<int>(encoded.size()))) {
+            return absl::DataLossError(absl::StrCat(
+                "PostgreSQL: dataset ", id_, " row ", row, " is damaged"));
+          }
+          ++row;
+          return absl::OkStatus();
+        }));
+    return rows;
+  }
+
+  absl::Status ReadEncodedRows(int64_t first, int64_t count,
+                               EncodedRowFn on_row) const override {
     count = std::max<int64_t>(0, std::min(count, rows_ - first));
-    if (count == 0) return std::vector<google::protobuf::Struct>();
+    if (count == 0) return absl::OkStatus();
     std::shared_ptr<const Window> window = WindowFor(first, count);
     if (window == nullptr) {
       absl::StatusOr<std::shared_ptr<const Window>> fetched =
@@ -119,17 +136,11 @@ class PostgresDataset final : public Dataset {
       window_ = *std::move(fetched);
       window = window_;
     }
-    // Parsed outside the lock, from the window, which no one changes.
-    std::vector<google::protobuf::Struct> rows(count);
+    // Outside the lock, from the window, which no one changes.
     for (int64_t i = 0; i < count; ++i) {
-      const absl::string_view bytes = window->rows[first - window->first + i];
-      if (!rows[i].ParseFromArray(bytes.data(),
-                                  static_cast<int>(bytes.size()))) {
-        return absl::DataLossError(absl::StrCat(
-            "PostgreSQL: dataset ", id_, " row ", first + i, " is damaged"));
-      }
+      SDG_RETURN_IF_ERROR(on_row(window->rows[first - window->first + i]));
     }
-    return rows;
+    return absl::OkStatus();
   }
 
  private:

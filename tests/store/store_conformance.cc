@@ -248,6 +248,31 @@ TEST_P(StoreConformanceTest, AJobsDatasetReadsBackAnyRangeOfItsRows) {
   EXPECT_EQ((*dataset)->row_count(), 5);
   EXPECT_THAT(Questions(**dataset, 0, 2), ElementsAre("q0", "q1"));
   EXPECT_THAT(Questions(**dataset, 3, 2), ElementsAre("q3", "q4"));
+
+  // As stored: each row serialized, the same rows.
+  std::vector<std::string> encoded;
+  ASSERT_TRUE(
+      (*dataset)
+          ->ReadEncodedRows(1, 3,
+                            [&](absl::string_view row) {
+                              google::protobuf::Struct parsed;
+                              EXPECT_TRUE(parsed.ParseFromArray(
+                                  row.data(), static_cast<int>(row.size())));
+                              encoded.push_back(
+                                  parsed.fields().at("q").string_value());
+                              return absl::OkStatus();
+                            })
+          .ok());
+  EXPECT_THAT(encoded, ElementsAre("q1", "q2", "q3"));
+  // The reader's error ends the reading.
+  int calls = 0;
+  absl::Status stopped =
+      (*dataset)->ReadEncodedRows(0, 5, [&](absl::string_view) {
+        ++calls;
+        return absl::CancelledError("enough");
+      });
+  EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 1);
 }
 
 TEST_P(StoreConformanceTest, ADiscardedJobDatasetIsGone) {

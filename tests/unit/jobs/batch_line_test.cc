@@ -201,5 +201,60 @@ TEST(BatchLineTest, AFileRowHoldsItsLineAsSent) {
   EXPECT_EQ(RowLine(google::protobuf::Struct()), "");
 }
 
+TEST(EncodedRowLineTest, ReadsTheLineOfAStoredFileRowAsParsingWould) {
+  for (const std::string& line :
+       {std::string(), std::string("{\"custom_id\":\"a\"}"),
+        std::string(200, 'x'), std::string(70000, 'y'),
+        std::string("caf\xc3\xa9 \x00 end", 11)}) {
+    const std::string encoded = LineRow(line).SerializeAsString();
+    std::optional<absl::string_view> read = EncodedRowLine(encoded);
+    ASSERT_TRUE(read.has_value()) << line.size();
+    EXPECT_EQ(*read, line);
+  }
+}
+
+TEST(EncodedRowLineTest, AnyOtherRowIsLeftToTheParser) {
+  google::protobuf::Struct two = LineRow("a");
+  (*two.mutable_fields())["other"].set_string_value("b");
+  google::protobuf::Struct number;
+  (*number.mutable_fields())["line"].set_number_value(1);
+  google::protobuf::Struct named;
+  (*named.mutable_fields())["lines"].set_string_value("a");
+  for (const google::protobuf::Struct& row :
+       {two, number, named, google::protobuf::Struct()}) {
+    EXPECT_FALSE(EncodedRowLine(row.SerializeAsString()).has_value())
+        << row.ShortDebugString();
+  }
+  // Cut short anywhere: never read past the end.
+  const std::string whole = LineRow("hello").SerializeAsString();
+  for (size_t size = 0; size < whole.size(); ++size) {
+    EXPECT_FALSE(EncodedRowLine(absl::string_view(whole).substr(0, size)))
+        << size;
+  }
+}
+
+TEST(ReadFileLinesTest, ReadsAnyRangeAcrossItsReadWindows) {
+  std::unique_ptr<DatasetBuilder> builder = DatasetBuilder::InMemory();
+  for (int i = 0; i < 2500; ++i) {
+    ASSERT_TRUE(builder->Add(LineRow(absl::StrCat("line ", i))).ok());
+  }
+  google::protobuf::Struct other;
+  (*other.mutable_fields())["q"].set_string_value("not a line");
+  ASSERT_TRUE(builder->Add(other).ok());
+  std::shared_ptr<Dataset> file = *builder->Finish();
+
+  std::vector<std::string> lines;
+  ASSERT_TRUE(ReadFileLines(*file, 1000, 1501, [&](absl::string_view line) {
+                lines.emplace_back(line);
+                return absl::OkStatus();
+              }).ok());
+  ASSERT_EQ(lines.size(), 1501u);
+  EXPECT_EQ(lines.front(), "line 1000");
+  EXPECT_EQ(lines[1023], "line 2023");
+  EXPECT_EQ(lines[1024], "line 2024");
+  EXPECT_EQ(lines[1499], "line 2499");
+  EXPECT_EQ(lines.back(), "");  // a row that holds no line
+}
+
 }  // namespace
 }  // namespace sdg

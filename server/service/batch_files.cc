@@ -1,0 +1,276 @@
+#include "server/service/batch_files.h"
+
+#include <google/protobuf/arena.h>
+#include <google/protobuf/struct.pb.h>
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/logging.h"
+#include "base/sha256.h"
+#include "base/status_macros.h"
+#include "server/jobs/batch_line.h"
+
+namespace sdg {
+
+// One file of a batch's output being written: its lines as rows, and its
+// size and digest as they go.
+class OutputFile {
+ public:
+  OutputFile(std::string file_id, std::string filename)
+      : file_id_(std::move(file_id)), filename_(std::move(filename)) {}
+
+  const std::string& file_id() const { return file_id_; }
+
+  absl::Status Open(DatasetStore& store) {
+    store.DiscardUpload(file_id_);  // what a crash, or an error, left
+    SDG_ASSIGN_OR_RETURN(builder_, store.NewUpload(file_id_));
+    return absl::OkStatus();
+  }
+  absl::Status Add(const std::string& line) {
+    ++lines_;
+    bytes_ += static_cast<int64_t>(line.size()) + 1;
+    sha256_.Update(line);
+    sha256_.Update("\n");
+    SetLineRow(line, row_);
+    return builder_->Add(row_);
+  }
+  absl::Status Save(DatasetStore& store, const std::string& tenant,
+                    absl::Time expire_time) {
+    SDG_RETURN_IF_ERROR(builder_->Finish().status());
+    StoredDataset stored;
+    stored.dataset.set_dataset_id(file_id_);
+    stored.dataset.set_rows(lines_);
+    stored.dataset.set_bytes(bytes_);
+    stored.dataset.set_sha256(sha256_.HexDigest());
+    stored.dataset.set_filename(filename_);
+    stored.dataset.set_purpose("batch_output");
+    stored.tenant = tenant;
+    stored.info = builder_->info();
+    stored.create_time = absl::Now();
+    stored.expire_time = expire_time;
+    return store.SaveUpload(stored);
+  }
+
+ private:
+  const std::string file_id_;
+  const std::string filename_;
+  std::unique_ptr<DatasetBuilder> builder_;
+  google::protobuf::Struct row_;  // reused from line to line
+  int64_t lines_ = 0;
+  int64_t bytes_ = 0;
+  Sha256 sha256_;
+};
+
+namespace {
+
+// A job that its completion window stopped (JobTimeout's reason).
+bool ExpiredByWindow(const v1::JobFinished& finished) {
+  return finished.state() == v1::JOB_STATE_FAILED &&
+         absl::StrContains(finished.reason(), "timeout of");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BatchFiles>> BatchFiles::Open(
+    DatasetStore& store, Batch batch, std::shared_ptr<Dataset> input,
+    const std::shared_ptr<EventLog>& log) {
+  SDG_ASSIGN_OR_RETURN(std::unique_ptr<EventLog::Reader> reader, log->Read(0));
+  std::unique_ptr<BatchFiles> files(new BatchFiles(
+      store, std::move(batch), std::move(input), std::move(reader)));
+  SDG_RETURN_IF_ERROR(files->output_->Open(store));
+  SDG_RETURN_IF_ERROR(files->errors_->Open(store));
+  return files;
+}
+
+BatchFiles::BatchFiles(DatasetStore& store, Batch batch,
+                       std::shared_ptr<Dataset> input,
+                       std::unique_ptr<EventLog::Reader> reader)
+    : store_(store),
+      batch_(std::move(batch)),
+      input_(std::move(input)),
+      reader_(std::move(reader)),
+      output_(std::make_unique<OutputFile>(
+          OutputFileId(batch_.job_id),
+          absl::StrCat("batch_", batch_.job_id, "_output.jsonl"))),
+      errors_(std::make_unique<OutputFile>(
+          ErrorFileId(batch_.job_id),
+          absl::StrCat("batch_", batch_.job_id, "_error.jsonl"))) {}
+
+BatchFiles::~BatchFiles() {
+  if (!saved_ && error_.ok()) Discard();
+}
+
+std::string BatchFiles::OutputFileId(absl::string_view job_id) {
+  return absl::StrCat("file-", job_id, "-output");
+}
+
+std::string BatchFiles::ErrorFileId(absl::string_view job_id) {
+  return absl::StrCat("file-", job_id, "-errors");
+}
+
+void BatchFiles::Discard() {
+  const std::string output = output_->file_id();
+  const std::string errors = errors_->file_id();
+  output_.reset();  // the builders first: they write where DiscardUpload
+  errors_.reset();  // removes
+  store_.DiscardUpload(output);
+  store_.DiscardUpload(errors);
+}
+
+absl::StatusOr<BatchFiles::Progress> BatchFiles::CatchUp() {
+  if (!error_.ok()) return error_;
+  if (saved_) return Progress::kSaved;
+  absl::Status taken = [this]() -> absl::Status {
+    while (!saved_) {
+      SDG_ASSIGN_OR_RETURN(std::optional<EventLog::EncodedEvent> next,
+                           reader_->Next());
+      if (!next.has_value()) break;
+      SDG_RETURN_IF_ERROR(Take(*next));
+    }
+    return absl::OkStatus();
+  }();
+  if (!taken.ok()) {
+    Discard();
+    error_ = taken;
+    return taken;
+  }
+  if (saved_) return Progress::kSaved;
+  return reader_->End().has_value() ? Progress::kNone : Progress::kFollowing;
+}
+
+absl::Status BatchFiles::Take(const EventLog::EncodedEvent& encoded) {
+  switch (encoded.event_case) {
+    case LogEvent::kShardResult:
+    case LogEvent::kShardError: {
+      // Each event's rows in an arena, freed at once.
+      google::protobuf::Arena arena;
+      auto* event = google::protobuf::Arena::CreateMessage<LogEvent>(&arena);
+      if (!event->ParseFromString(encoded.bytes)) break;
+      return TakeRows(*event);
+    }
+    case LogEvent::kFinished: {
+      LogEvent event;
+      if (!event.ParseFromString(encoded.bytes)) break;
+      // A batch whose lines failed validation has no files: its errors
+      // are in the batch object.
+      if (event.finished().line_errors_size() > 0) return absl::OkStatus();
+      return Save(event.finished());
+    }
+    default:
+      return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(
+      "event ", encoded.sequence, " of job ", batch_.job_id, " is corrupt"));
+}
+
+absl::Status BatchFiles::TakeRows(const LogEvent& event) {
+  if (event.has_shard_result()) {
+    for (const v1::ResultRow& row : event.shard_result().rows()) {
+      const auto& columns = row.columns().fields();
+      auto text = [&columns](const char* name) -> const std::string& {
+        static const std::string kNone;
+        auto it = columns.find(name);
+        return it == columns.end() ? kNone : it->second.string_value();
+      };
+      const auto status = columns.find("status_code");
+      SDG_RETURN_IF_ERROR(Place(
+          row.row_index(),
+          Line{true, BatchOutputLine(
+                         batch_.job_id, row.row_index(), text("custom_id"),
+                         status == columns.end()
+                             ? 200
+                             : static_cast<int>(status->second.number_value()),
+                         text("request_id"), text("body"))}));
+    }
+  } else {
+    const v1::ShardError& error = event.shard_error();
+    const std::string code =
+        error.http_status() == 0
+            ? absl::AsciiStrToLower(absl::StatusCodeToString(
+                  static_cast<absl::StatusCode>(error.code())))
+        : error.http_status() < 500 ? "invalid_request_error"
+                                    : "server_error";
+    for (int64_t r = error.first_row();
+         r < error.first_row() + error.row_count(); ++r) {
+      SDG_ASSIGN_OR_RETURN(std::string custom_id, CustomIdAt(r));
+      SDG_RETURN_IF_ERROR(Place(
+          r, Line{false,
+                  BatchErrorLine(batch_.job_id, r, custom_id,
+                                 error.http_status(), code, error.message())}));
+    }
+  }
+  // The lines that waited for these.
+  for (auto it = pending_.begin();
+       it != pending_.end() && it->first == next_row_;
+       it = pending_.erase(it), ++next_row_) {
+    SDG_RETURN_IF_ERROR(Write(it->second));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchFiles::Save(const v1::JobFinished& finished) {
+  const absl::string_view code = ExpiredByWindow(finished) ? "batch_expired"
+                                 : finished.state() == v1::JOB_STATE_CANCELLED
+                                     ? "batch_cancelled"
+                                     : "batch_failed";
+  const std::string message = finished.reason().empty()
+                                  ? "the batch ended before this line ran"
+                                  : finished.reason();
+  for (; next_row_ < input_->row_count(); ++next_row_) {
+    auto it = pending_.find(next_row_);
+    if (it == pending_.end()) {
+      SDG_ASSIGN_OR_RETURN(std::string custom_id, CustomIdAt(next_row_));
+      SDG_RETURN_IF_ERROR(errors_->Add(BatchErrorLine(
+          batch_.job_id, next_row_, custom_id, 0, code, message)));
+      continue;
+    }
+    SDG_RETURN_IF_ERROR(Write(it->second));
+    pending_.erase(it);
+  }
+  // output_expires_after counts from the files' creation, as OpenAI's
+  // anchor "created_at" says.
+  const absl::Time expire_time =
+      batch_.output_expires_after_seconds > 0
+          ? absl::Now() + absl::Seconds(batch_.output_expires_after_seconds)
+          : absl::InfiniteFuture();
+  // The error file first: the output file's record says both are stored.
+  SDG_RETURN_IF_ERROR(errors_->Save(store_, batch_.tenant, expire_time));
+  SDG_RETURN_IF_ERROR(output_->Save(store_, batch_.tenant, expire_time));
+  saved_ = true;
+  Log(LogLevel::kInfo, "batch files written",
+      {{"job_id", batch_.job_id},
+       {"tenant", batch_.tenant},
+       {"completed", finished.rows_succeeded()},
+       {"lines", input_->row_count()}});
+  return absl::OkStatus();
+}
+
+absl::Status BatchFiles::Place(int64_t row, Line line) {
+  if (row != next_row_) {
+    pending_[row] = std::move(line);
+    return absl::OkStatus();
+  }
+  SDG_RETURN_IF_ERROR(Write(line));
+  ++next_row_;
+  return absl::OkStatus();
+}
+
+absl::Status BatchFiles::Write(const Line& line) {
+  return line.succeeded ? output_->Add(line.text) : errors_->Add(line.text);
+}
+
+absl::StatusOr<std::string> BatchFiles::CustomIdAt(int64_t row) const {
+  std::string custom_id;
+  SDG_RETURN_IF_ERROR(
+      ReadFileLines(*input_, row, 1, [&custom_id](absl::string_view line) {
+        custom_id = CustomIdOf(line);
+        return absl::OkStatus();
+      }));
+  return custom_id;
+}
+
+}  // namespace sdg
