@@ -154,7 +154,8 @@ absl::StatusOr<BatchView> BatchService::CreateBatch(
   request.set_detach(true);
   SDG_ASSIGN_OR_RETURN(std::shared_ptr<Job> job,
                        jobs_.Admit(caller, request, {}));
-  StartFiles(*job);
+  // A batch whose lines failed validation has ended already, with no files.
+  if (!job->IsFinished()) StartFiles(*job);
   return View(job, /*finalize=*/false);
 }
 
