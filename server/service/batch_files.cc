@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/logging.h"
-#include "base/sha256.h"
 #include "base/status_macros.h"
 #include "server/jobs/batch_line.h"
+#include "server/service/file_upload.h"
 
 namespace sdg {
 
@@ -31,28 +31,22 @@ class OutputFile {
     return absl::OkStatus();
   }
   absl::Status Add(const std::string& line) {
-    ++lines_;
-    bytes_ += static_cast<int64_t>(line.size()) + 1;
-    sha256_.Update(line);
-    sha256_.Update("\n");
+    ++count_.lines;
+    count_.bytes += static_cast<int64_t>(line.size()) + 1;
+    count_.sha256.Update(line);
+    count_.sha256.Update("\n");
     SetLineRow(line, row_);
     return builder_->Add(row_);
   }
   absl::Status Save(DatasetStore& store, const std::string& tenant,
                     absl::Time expire_time) {
-    SDG_RETURN_IF_ERROR(builder_->Finish().status());
-    StoredDataset stored;
-    stored.dataset.set_dataset_id(file_id_);
-    stored.dataset.set_rows(lines_);
-    stored.dataset.set_bytes(bytes_);
-    stored.dataset.set_sha256(sha256_.HexDigest());
-    stored.dataset.set_filename(filename_);
-    stored.dataset.set_purpose("batch_output");
-    stored.tenant = tenant;
-    stored.info = builder_->info();
-    stored.create_time = absl::Now();
-    stored.expire_time = expire_time;
-    return store.SaveUpload(stored);
+    StoredDataset record;
+    record.dataset.set_dataset_id(file_id_);
+    record.dataset.set_filename(filename_);
+    record.dataset.set_purpose("batch_output");
+    record.tenant = tenant;
+    record.expire_time = expire_time;
+    return SaveBatchFile(store, *builder_, std::move(record), count_).status();
   }
 
  private:
@@ -60,9 +54,7 @@ class OutputFile {
   const std::string filename_;
   std::unique_ptr<DatasetBuilder> builder_;
   google::protobuf::Struct row_;  // reused from line to line
-  int64_t lines_ = 0;
-  int64_t bytes_ = 0;
-  Sha256 sha256_;
+  FileCount count_;
 };
 
 namespace {

@@ -11,6 +11,20 @@
 
 namespace sdg {
 
+absl::StatusOr<StoredDataset> SaveBatchFile(DatasetStore& store,
+                                            DatasetBuilder& builder,
+                                            StoredDataset record,
+                                            FileCount& count) {
+  SDG_RETURN_IF_ERROR(builder.Finish().status());
+  record.dataset.set_rows(count.lines);
+  record.dataset.set_bytes(count.bytes);
+  record.dataset.set_sha256(count.sha256.HexDigest());
+  record.info = builder.info();
+  record.create_time = absl::Now();
+  SDG_RETURN_IF_ERROR(store.SaveUpload(record));
+  return record;
+}
+
 FileUpload::FileUpload(DatasetStore& store, std::string file_id,
                        std::string tenant, std::string filename,
                        std::string purpose, Limits limits)
@@ -31,26 +45,26 @@ absl::Status FileUpload::Take(absl::string_view data) {
   if (builder_ == nullptr) {
     SDG_ASSIGN_OR_RETURN(builder_, store_.NewUpload(file_id_));
   }
-  bytes_ += static_cast<int64_t>(data.size());
+  count_.bytes += static_cast<int64_t>(data.size());
   const DatasetUpload::Limits& upload = limits_.upload;
-  if (upload.max_upload_bytes > 0 && bytes_ > upload.max_upload_bytes) {
+  if (upload.max_upload_bytes > 0 && count_.bytes > upload.max_upload_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("file: larger than ", upload.max_upload_bytes,
                      " bytes (the server's ", limits_.bytes_flag, ")"));
   }
   if (upload.quota_bytes > 0 &&
-      upload.usage.total() + bytes_ > upload.quota_bytes) {
+      upload.usage.total() + count_.bytes > upload.quota_bytes) {
     StorageUsage usage = upload.usage;
-    usage.upload_bytes += bytes_;
+    usage.upload_bytes += count_.bytes;
     return StorageQuotaError(tenant_, usage, upload.quota_bytes);
   }
-  sha256_.Update(data);
+  count_.sha256.Update(data);
   while (!data.empty()) {
     const size_t newline = data.find('\n');
     if (newline == absl::string_view::npos) {
       if (partial_.size() + data.size() > JsonLinesDecoder::kMaxLineBytes) {
         return absl::InvalidArgumentError(
-            absl::StrCat("file: line ", lines_ + 1, " is longer than ",
+            absl::StrCat("file: line ", count_.lines + 1, " is longer than ",
                          JsonLinesDecoder::kMaxLineBytes, " bytes"));
       }
       partial_.append(data.data(), data.size());
@@ -70,8 +84,8 @@ absl::Status FileUpload::Take(absl::string_view data) {
 
 absl::Status FileUpload::AddLine(absl::string_view line) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  ++lines_;
-  if (limits_.max_lines > 0 && lines_ > limits_.max_lines) {
+  ++count_.lines;
+  if (limits_.max_lines > 0 && count_.lines > limits_.max_lines) {
     return absl::InvalidArgumentError(
         absl::StrCat("file: more than ", limits_.max_lines,
                      " lines (the server's ", limits_.lines_flag, ")"));
@@ -86,28 +100,24 @@ absl::StatusOr<StoredDataset> FileUpload::Complete() {
     SDG_RETURN_IF_ERROR(AddLine(partial_));
     partial_.clear();
   }
-  if (lines_ == 0) {
+  if (count_.lines == 0) {
     return absl::InvalidArgumentError("file: the file is empty");
   }
-  SDG_RETURN_IF_ERROR(builder_->Finish().status());
-  StoredDataset stored;
-  stored.dataset.set_dataset_id(file_id_);
-  stored.dataset.set_rows(lines_);
-  stored.dataset.set_bytes(bytes_);
-  stored.dataset.set_sha256(sha256_.HexDigest());
-  stored.dataset.set_filename(filename_);
-  stored.dataset.set_purpose(purpose_);
-  stored.tenant = tenant_;
-  stored.info = builder_->info();
-  stored.create_time = absl::Now();
-  SDG_RETURN_IF_ERROR(store_.SaveUpload(stored));
+  StoredDataset record;
+  record.dataset.set_dataset_id(file_id_);
+  record.dataset.set_filename(filename_);
+  record.dataset.set_purpose(purpose_);
+  record.tenant = tenant_;
+  SDG_ASSIGN_OR_RETURN(
+      StoredDataset stored,
+      SaveBatchFile(store_, *builder_, std::move(record), count_));
   saved_ = true;
   Log(LogLevel::kInfo, "file uploaded",
       {{"file_id", file_id_},
        {"tenant", tenant_},
        {"purpose", purpose_},
-       {"lines", lines_},
-       {"bytes", bytes_}});
+       {"lines", count_.lines},
+       {"bytes", count_.bytes}});
   return stored;
 }
 

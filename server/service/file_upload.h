@@ -23,6 +23,20 @@
 
 namespace sdg {
 
+// A Batch API file's lines and bytes, counted as it is written.
+struct FileCount {
+  int64_t lines = 0;
+  int64_t bytes = 0;
+  Sha256 sha256;  // of its bytes
+};
+// Finishes `builder` (the file's rows) and saves the file: `record` names
+// it (id, filename, purpose, tenant, expiry), `count` sizes it. Returns
+// the record as stored.
+absl::StatusOr<StoredDataset> SaveBatchFile(DatasetStore& store,
+                                            DatasetBuilder& builder,
+                                            StoredDataset record,
+                                            FileCount& count);
+
 class FileUpload {
  public:
   struct Limits {
@@ -58,9 +72,7 @@ class FileUpload {
   std::unique_ptr<DatasetBuilder> builder_;
   std::string partial_;           // a line not yet ended
   google::protobuf::Struct row_;  // reused from line to line
-  int64_t bytes_ = 0;
-  int64_t lines_ = 0;
-  Sha256 sha256_;
+  FileCount count_;
   bool saved_ = false;
 };
 
