@@ -69,10 +69,11 @@ bool ExpiredByWindow(const v1::JobFinished& finished) {
 
 absl::StatusOr<std::unique_ptr<BatchFiles>> BatchFiles::Open(
     DatasetStore& store, Batch batch, std::shared_ptr<Dataset> input,
-    const std::shared_ptr<EventLog>& log) {
+    const std::shared_ptr<EventLog>& log, size_t max_waiting_bytes) {
   SDG_ASSIGN_OR_RETURN(std::unique_ptr<EventLog::Reader> reader, log->Read(0));
-  std::unique_ptr<BatchFiles> files(new BatchFiles(
-      store, std::move(batch), std::move(input), std::move(reader)));
+  std::unique_ptr<BatchFiles> files(
+      new BatchFiles(store, std::move(batch), std::move(input),
+                     std::move(reader), max_waiting_bytes));
   SDG_RETURN_IF_ERROR(files->output_->Open(store));
   SDG_RETURN_IF_ERROR(files->errors_->Open(store));
   return files;
@@ -80,17 +81,20 @@ absl::StatusOr<std::unique_ptr<BatchFiles>> BatchFiles::Open(
 
 BatchFiles::BatchFiles(DatasetStore& store, Batch batch,
                        std::shared_ptr<Dataset> input,
-                       std::unique_ptr<EventLog::Reader> reader)
+                       std::unique_ptr<EventLog::Reader> reader,
+                       size_t max_waiting_bytes)
     : store_(store),
       batch_(std::move(batch)),
       input_(std::move(input)),
+      max_waiting_bytes_(max_waiting_bytes),
       reader_(std::move(reader)),
       output_(std::make_unique<OutputFile>(
           OutputFileId(batch_.job_id),
           absl::StrCat("batch_", batch_.job_id, "_output.jsonl"))),
       errors_(std::make_unique<OutputFile>(
           ErrorFileId(batch_.job_id),
-          absl::StrCat("batch_", batch_.job_id, "_error.jsonl"))) {}
+          absl::StrCat("batch_", batch_.job_id, "_error.jsonl"))),
+      answered_(static_cast<size_t>(input_->row_count()), false) {}
 
 BatchFiles::~BatchFiles() {
   if (!saved_ && error_.ok()) Discard();
@@ -117,11 +121,14 @@ absl::StatusOr<BatchFiles::Progress> BatchFiles::CatchUp() {
   if (!error_.ok()) return error_;
   if (saved_) return Progress::kSaved;
   absl::Status taken = [this]() -> absl::Status {
-    while (!saved_) {
+    while (true) {
       SDG_ASSIGN_OR_RETURN(std::optional<EventLog::EncodedEvent> next,
                            reader_->Next());
       if (!next.has_value()) break;
       SDG_RETURN_IF_ERROR(Take(*next));
+    }
+    if (finished_.has_value() && finished_->line_errors_size() == 0) {
+      return Complete();
     }
     return absl::OkStatus();
   }();
@@ -131,6 +138,8 @@ absl::StatusOr<BatchFiles::Progress> BatchFiles::CatchUp() {
     return taken;
   }
   if (saved_) return Progress::kSaved;
+  // A batch whose lines failed validation has no files: its errors are in
+  // the batch object.
   return reader_->End().has_value() ? Progress::kNone : Progress::kFollowing;
 }
 
@@ -147,10 +156,8 @@ absl::Status BatchFiles::Take(const EventLog::EncodedEvent& encoded) {
     case LogEvent::kFinished: {
       LogEvent event;
       if (!event.ParseFromString(encoded.bytes)) break;
-      // A batch whose lines failed validation has no files: its errors
-      // are in the batch object.
-      if (event.finished().line_errors_size() > 0) return absl::OkStatus();
-      return Save(event.finished());
+      finished_ = std::move(*event.mutable_finished());
+      return absl::OkStatus();
     }
     default:
       return absl::OkStatus();
@@ -162,6 +169,7 @@ absl::Status BatchFiles::Take(const EventLog::EncodedEvent& encoded) {
 absl::Status BatchFiles::TakeRows(const LogEvent& event) {
   if (event.has_shard_result()) {
     for (const v1::ResultRow& row : event.shard_result().rows()) {
+      if (!Answered(row.row_index())) continue;
       const auto& columns = row.columns().fields();
       auto text = [&columns](const char* name) -> const std::string& {
         static const std::string kNone;
@@ -188,6 +196,7 @@ absl::Status BatchFiles::TakeRows(const LogEvent& event) {
                                     : "server_error";
     for (int64_t r = error.first_row();
          r < error.first_row() + error.row_count(); ++r) {
+      if (!Answered(r)) continue;
       SDG_ASSIGN_OR_RETURN(std::string custom_id, CustomIdAt(r));
       SDG_RETURN_IF_ERROR(Place(
           r, Line{false,
@@ -195,16 +204,49 @@ absl::Status BatchFiles::TakeRows(const LogEvent& event) {
                                  error.http_status(), code, error.message())}));
     }
   }
-  // The lines that waited for these.
-  for (auto it = pending_.begin();
-       it != pending_.end() && it->first == next_row_;
-       it = pending_.erase(it), ++next_row_) {
+  return WriteWaiting();
+}
+
+bool BatchFiles::Answered(int64_t row) {
+  // Out of range: not a line of this file; below next_row_: written.
+  if (row < next_row_ || row >= input_->row_count()) return false;
+  answered_[static_cast<size_t>(row)] = true;
+  return true;
+}
+
+absl::Status BatchFiles::Place(int64_t row, Line line) {
+  if (row == next_row_) {
+    SDG_RETURN_IF_ERROR(Write(line));
+    ++next_row_;
+    return absl::OkStatus();
+  }
+  if (waiting_.contains(row)) return absl::OkStatus();  // read again
+  // Past the bound, the lines furthest ahead are let go: the log is read
+  // again for them once the lines before them are written.
+  const size_t size = line.text.size();
+  while (!waiting_.empty() && waiting_bytes_ + size > max_waiting_bytes_) {
+    auto last = std::prev(waiting_.end());
+    if (last->first < row) return absl::OkStatus();
+    waiting_bytes_ -= last->second.text.size();
+    waiting_.erase(last);
+  }
+  waiting_bytes_ += size;
+  waiting_.emplace(row, std::move(line));
+  return absl::OkStatus();
+}
+
+absl::Status BatchFiles::WriteWaiting() {
+  for (auto it = waiting_.begin();
+       it != waiting_.end() && it->first == next_row_;
+       it = waiting_.erase(it), ++next_row_) {
+    waiting_bytes_ -= it->second.text.size();
     SDG_RETURN_IF_ERROR(Write(it->second));
   }
   return absl::OkStatus();
 }
 
-absl::Status BatchFiles::Save(const v1::JobFinished& finished) {
+absl::Status BatchFiles::Complete() {
+  const v1::JobFinished& finished = *finished_;
   const absl::string_view code = ExpiredByWindow(finished) ? "batch_expired"
                                  : finished.state() == v1::JOB_STATE_CANCELLED
                                      ? "batch_cancelled"
@@ -212,16 +254,34 @@ absl::Status BatchFiles::Save(const v1::JobFinished& finished) {
   const std::string message = finished.reason().empty()
                                   ? "the batch ended before this line ran"
                                   : finished.reason();
-  for (; next_row_ < input_->row_count(); ++next_row_) {
-    auto it = pending_.find(next_row_);
-    if (it == pending_.end()) {
+  while (true) {
+    // In order: the lines kept, and those no event answered.
+    while (next_row_ < input_->row_count()) {
+      if (!waiting_.empty() && waiting_.begin()->first == next_row_) {
+        SDG_RETURN_IF_ERROR(WriteWaiting());
+        continue;
+      }
+      if (answered_[static_cast<size_t>(next_row_)]) break;  // let go
       SDG_ASSIGN_OR_RETURN(std::string custom_id, CustomIdAt(next_row_));
       SDG_RETURN_IF_ERROR(errors_->Add(BatchErrorLine(
           batch_.job_id, next_row_, custom_id, 0, code, message)));
-      continue;
+      ++next_row_;
     }
-    SDG_RETURN_IF_ERROR(Write(it->second));
-    pending_.erase(it);
+    if (next_row_ == input_->row_count()) break;
+    // Lines were let go: the log again, from the first not written. Each
+    // pass writes at least that one.
+    ++passes_;
+    SDG_ASSIGN_OR_RETURN(std::unique_ptr<EventLog::Reader> again,
+                         reader_->log().Read(0));
+    while (true) {
+      SDG_ASSIGN_OR_RETURN(std::optional<EventLog::EncodedEvent> next,
+                           again->Next());
+      if (!next.has_value()) break;
+      if (next->event_case == LogEvent::kShardResult ||
+          next->event_case == LogEvent::kShardError) {
+        SDG_RETURN_IF_ERROR(Take(*next));
+      }
+    }
   }
   // output_expires_after counts from the files' creation, as OpenAI's
   // anchor "created_at" says.
@@ -237,17 +297,8 @@ absl::Status BatchFiles::Save(const v1::JobFinished& finished) {
       {{"job_id", batch_.job_id},
        {"tenant", batch_.tenant},
        {"completed", finished.rows_succeeded()},
-       {"lines", input_->row_count()}});
-  return absl::OkStatus();
-}
-
-absl::Status BatchFiles::Place(int64_t row, Line line) {
-  if (row != next_row_) {
-    pending_[row] = std::move(line);
-    return absl::OkStatus();
-  }
-  SDG_RETURN_IF_ERROR(Write(line));
-  ++next_row_;
+       {"lines", input_->row_count()},
+       {"log_read_again", passes_}});
   return absl::OkStatus();
 }
 

@@ -24,9 +24,9 @@ constexpr int kLines = 4;
 
 class BatchFilesTest : public ::testing::Test {
  protected:
-  BatchFilesTest() {
+  explicit BatchFilesTest(int lines = kLines) {
     std::unique_ptr<DatasetBuilder> input = DatasetBuilder::InMemory();
-    for (int i = 0; i < kLines; ++i) {
+    for (int i = 0; i < lines; ++i) {
       EXPECT_TRUE(input
                       ->Add(LineRow(absl::StrCat(
                           R"({"custom_id":"r)", i,
@@ -37,11 +37,14 @@ class BatchFilesTest : public ::testing::Test {
     input_ = *input->Finish();
   }
 
-  std::unique_ptr<BatchFiles> Open(DatasetStore& store) {
+  std::unique_ptr<BatchFiles> Open(
+      DatasetStore& store,
+      size_t max_waiting_bytes = BatchFiles::kMaxWaitingBytes) {
     BatchFiles::Batch batch;
     batch.job_id = kJob;
     batch.tenant = "alice";
-    auto files = BatchFiles::Open(store, batch, input_, log_);
+    auto files =
+        BatchFiles::Open(store, batch, input_, log_, max_waiting_bytes);
     EXPECT_TRUE(files.ok()) << files.status();
     return files.ok() ? *std::move(files) : nullptr;
   }
@@ -210,6 +213,78 @@ TEST_F(BatchFilesTest, ABatchWhoseLinesFailedValidationHasNoFiles) {
       store.ListUploads("alice");
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_THAT(*listed, IsEmpty());
+}
+
+// One slow request holds back every line after it: those wait in memory
+// up to a bound, and past it are read from the log again once the slow
+// line is in, so a batch of any size is written in bounded memory.
+class SlowLineTest : public BatchFilesTest {
+ protected:
+  static constexpr int kMany = 200;
+  SlowLineTest() : BatchFilesTest(kMany) {}
+
+  // Lines 1..kMany-1 committed in `order`, then line 0 (failed); the
+  // files' custom_ids, checking the bound after each commit.
+  void CommitAllButTheFirstThenIt(const std::vector<int>& order) {
+    constexpr size_t kBound = 2000;  // about ten output lines
+    MemoryJobStore store;
+    std::unique_ptr<BatchFiles> files = Open(store, kBound);
+    ASSERT_NE(files, nullptr);
+    for (int row : order) {
+      Answered({row});
+      ASSERT_EQ(*files->CatchUp(), BatchFiles::Progress::kFollowing);
+      EXPECT_LE(files->waiting_bytes(), kBound) << "after line " << row;
+    }
+    Failed(0, 500);
+    Finished(v1::JOB_STATE_SUCCEEDED);
+    EXPECT_EQ(*files->CatchUp(), BatchFiles::Progress::kSaved);
+    EXPECT_GT(files->log_passes(), 0);
+
+    std::vector<std::string> expected;
+    for (int i = 1; i < kMany; ++i) expected.push_back(absl::StrCat("r", i));
+    EXPECT_EQ(CustomIds(Lines(store, BatchFiles::OutputFileId(kJob))),
+              expected);
+    EXPECT_THAT(CustomIds(Lines(store, BatchFiles::ErrorFileId(kJob))),
+                ElementsAre("r0"));
+  }
+};
+
+TEST_F(SlowLineTest, LinesAfterASlowOneWaitWithinABoundAndAreReadAgain) {
+  std::vector<int> in_order;
+  for (int row = 1; row < kMany; ++row) in_order.push_back(row);
+  CommitAllButTheFirstThenIt(in_order);
+}
+
+TEST_F(SlowLineTest, LinesInReverseOrderAreWrittenInInputOrderToo) {
+  std::vector<int> reversed;
+  for (int row = kMany - 1; row >= 1; --row) reversed.push_back(row);
+  CommitAllButTheFirstThenIt(reversed);
+}
+
+TEST_F(SlowLineTest, ACancelledBatchWithLinesLetGoStillNamesEveryLineOnce) {
+  constexpr size_t kBound = 2000;
+  MemoryJobStore store;
+  std::unique_ptr<BatchFiles> files = Open(store, kBound);
+  ASSERT_NE(files, nullptr);
+  // Lines 100..199 answered; 0..99 never ran.
+  for (int row = 100; row < kMany; row += 10) {
+    std::vector<int> rows;
+    for (int r = row; r < row + 10; ++r) rows.push_back(r);
+    Answered(rows);
+  }
+  Finished(v1::JOB_STATE_CANCELLED, "cancelled by the client");
+  EXPECT_EQ(*files->CatchUp(), BatchFiles::Progress::kSaved);
+
+  const std::vector<std::string> output =
+      CustomIds(Lines(store, BatchFiles::OutputFileId(kJob)));
+  const std::vector<std::string> errors =
+      CustomIds(Lines(store, BatchFiles::ErrorFileId(kJob)));
+  ASSERT_EQ(output.size(), 100u);
+  ASSERT_EQ(errors.size(), 100u);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(errors[i], absl::StrCat("r", i));
+    EXPECT_EQ(output[i], absl::StrCat("r", 100 + i));
+  }
 }
 
 }  // namespace
