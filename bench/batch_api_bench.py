@@ -13,7 +13,9 @@ Each is timed from its first byte sent to its output on disk; the medians
 and their ratio (batch / generate, lines per second) are printed. First it
 uploads a file of --upload_mib MiB and reports sdgd's peak resident memory
 (VmHWM) above its resident memory before it; the upload comes first, while
-the peak is still the idle server's. Standard library only.
+the peak is still the idle server's. With --big_lines N, last, one batch
+of N lines (say 1,000,000) and sdgd's peak resident memory during it above
+its resident memory before it. Standard library only.
 """
 import argparse
 import json
@@ -66,6 +68,17 @@ def upload(base, path):
                            f"multipart/form-data; boundary={boundary}"))
 
 
+def write_lines(path, count):
+    """`count` Batch API chat lines, each asking "question I"."""
+    with open(path, "w") as lines:
+        for i in range(count):
+            lines.write(json.dumps({
+                "custom_id": f"r{i}", "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {"model": "m", "messages": [
+                    {"role": "user", "content": f"question {i}"}]}}) + "\n")
+
+
 def run_batch(base, lines_path, out_path, phases):
     start = time.perf_counter()
     file = upload(base, lines_path)
@@ -114,6 +127,9 @@ def main():
     p.add_argument("--lines", type=int, default=50000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--upload_mib", type=int, default=200)
+    p.add_argument("--big_lines", type=int, default=0,
+                   help="then one batch of this many lines, and sdgd's "
+                        "peak memory during it (0: none)")
     args = p.parse_args()
 
     work = tempfile.mkdtemp(prefix="sdg-batch-bench.")
@@ -128,7 +144,7 @@ def main():
          f"--openai_listen=127.0.0.1:{openai_port}",
          f"--backend=sim=http://127.0.0.1:{sim_port}/v1",
          f"--state_dir={work}/state", "--openai_max_file_lines=10000000",
-         f"--openai_max_file_mib={args.upload_mib + 16}"],
+         f"--openai_max_file_mib={max(args.upload_mib, 1024) + 16}"],
         stdout=open(f"{work}/sdgd.out", "w"),
         stderr=open(f"{work}/sdgd.log", "w"))
     try:
@@ -136,15 +152,10 @@ def main():
         wait_for_line(f"{work}/sdgd.out", "sdgd Batch API on")
         base = f"http://127.0.0.1:{openai_port}/v1"
         rows_path, lines_path = f"{work}/rows.jsonl", f"{work}/lines.jsonl"
-        with open(rows_path, "w") as rows, open(lines_path, "w") as lines:
+        with open(rows_path, "w") as rows:
             for i in range(args.lines):
-                question = f"question {i}"
-                rows.write(json.dumps({"question": question}) + "\n")
-                lines.write(json.dumps({
-                    "custom_id": f"r{i}", "method": "POST",
-                    "url": "/v1/chat/completions",
-                    "body": {"model": "m", "messages": [
-                        {"role": "user", "content": question}]}}) + "\n")
+                rows.write(json.dumps({"question": f"question {i}"}) + "\n")
+        write_lines(lines_path, args.lines)
         big = f"{work}/big.jsonl"
         padding = "x" * 900
         with open(big, "w") as f:
@@ -183,6 +194,27 @@ def main():
             "seconds": {k: [round(t, 3) for t in v] for k, v in times.items()},
             "batch_phase_seconds": phases,
         }))
+        if args.big_lines:
+            # One batch of --big_lines lines, with sdgd's peak memory
+            # counted from here (writing 5 to clear_refs resets VmHWM).
+            big_lines = f"{work}/big_lines.jsonl"
+            write_lines(big_lines, args.big_lines)
+            with open(f"/proc/{sdgd.pid}/clear_refs", "w") as f:
+                f.write("5")
+            before = memory_kib(sdgd.pid, "VmRSS")
+            big_phases = {}
+            seconds = run_batch(base, big_lines, f"{work}/big_output.jsonl",
+                                big_phases)
+            with open(f"{work}/big_output.jsonl") as f:
+                output_lines = sum(1 for _ in f)
+            print(json.dumps({
+                "big_batch_lines": args.big_lines,
+                "output_lines": output_lines,
+                "lines_per_s": round(args.big_lines / seconds),
+                "phase_seconds": big_phases,
+                "rss_before_mib": round(before / 1024, 1),
+                "peak_above_before_mib": round(
+                    (memory_kib(sdgd.pid, "VmHWM") - before) / 1024, 1)}))
 
     finally:
         for process in (sdgd, sim):

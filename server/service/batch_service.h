@@ -128,7 +128,8 @@ class BatchService {
   };
   // Starts writing the files of `job`, a batch just created.
   void StartFiles(const Job& job);
-  // Takes what is committed, then waits for the next commit.
+  // Takes what is committed, then waits for kCatchUpEvents more commits
+  // (or the log's end) on files_thread_.
   void CatchUp(const std::shared_ptr<FilesInProgress>& running,
                const std::string& job_id);
   // files_thread_ as a log's commit callback reaches it: such a callback
