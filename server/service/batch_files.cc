@@ -25,8 +25,15 @@ class OutputFile {
 
   const std::string& file_id() const { return file_id_; }
 
+  // What a crash or an error left goes first: rows, and a record saved
+  // (the error file's is saved before the output file's; the files are
+  // written only while the output file's is not).
   absl::Status Open(DatasetStore& store) {
-    store.DiscardUpload(file_id_);  // what a crash, or an error, left
+    if (absl::Status removed = store.RemoveUpload(file_id_);
+        !removed.ok() && !absl::IsNotFound(removed)) {
+      return removed;
+    }
+    store.DiscardUpload(file_id_);
     SDG_ASSIGN_OR_RETURN(builder_, store.NewUpload(file_id_));
     return absl::OkStatus();
   }

@@ -215,6 +215,31 @@ TEST_F(BatchFilesTest, ABatchWhoseLinesFailedValidationHasNoFiles) {
   EXPECT_THAT(*listed, IsEmpty());
 }
 
+// The error file's record is saved before the output file's: a crash in
+// between leaves the first without the second, and the batch's files are
+// written again when it is next read.
+TEST_F(BatchFilesTest, ACrashBetweenTheTwoRecordsIsWrittenAgain) {
+  Answered({0, 1, 2});
+  Failed(3, 503);
+  Finished(v1::JOB_STATE_SUCCEEDED);
+  MemoryJobStore store;
+  StoredDataset left;
+  left.dataset.set_dataset_id(BatchFiles::ErrorFileId(kJob));
+  left.dataset.set_purpose("batch_output");
+  left.tenant = "alice";
+  ASSERT_TRUE(store.SaveUpload(left).ok());
+
+  std::unique_ptr<BatchFiles> files = Open(store);
+  ASSERT_NE(files, nullptr);
+  absl::StatusOr<BatchFiles::Progress> progress = files->CatchUp();
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(*progress, BatchFiles::Progress::kSaved);
+  EXPECT_THAT(CustomIds(Lines(store, BatchFiles::OutputFileId(kJob))),
+              ElementsAre("r0", "r1", "r2"));
+  EXPECT_THAT(CustomIds(Lines(store, BatchFiles::ErrorFileId(kJob))),
+              ElementsAre("r3"));
+}
+
 // One slow request holds back every line after it: those wait in memory
 // up to a bound, and past it are read from the log again once the slow
 // line is in, so a batch of any size is written in bounded memory.
