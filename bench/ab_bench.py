@@ -8,6 +8,7 @@ the same noisy machine. Used for each optimisation's commit message.
 """
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,6 +110,7 @@ def main():
                 bench.stop_sdgd()
     finally:
         bench.stop()
+        shutil.rmtree(work, ignore_errors=True)
     print()
     print("| scenario | A rows/s | B rows/s | B ÷ A | A µs CPU/row | B µs CPU/row | B ÷ A |")
     print("|---|---:|---:|---:|---:|---:|---:|")

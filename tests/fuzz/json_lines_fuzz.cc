@@ -13,10 +13,25 @@
 
 namespace {
 
+// The file sdgctl's reader reads, removed when the fuzzer exits (libFuzzer
+// ends with exit(), which runs static destructors).
+class Scratch {
+ public:
+  Scratch()
+      : path_("/tmp/sdg-json-lines-fuzz-" + std::to_string(::getpid()) +
+              ".jsonl") {}
+  ~Scratch() { ::unlink(path_.c_str()); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string path_;
+};
+
 const std::string& ScratchFile() {
-  static const std::string path =
-      "/tmp/sdg-json-lines-fuzz-" + std::to_string(::getpid()) + ".jsonl";
-  return path;
+  static const Scratch scratch;
+  return scratch.path();
 }
 
 }  // namespace
