@@ -14,6 +14,7 @@
 #include "tests/e2e/stack_test.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/http_get.h"
+#include "tests/testing/subprocess.h"
 
 namespace sdg::testing {
 namespace {
@@ -529,8 +530,8 @@ TEST_F(EndToEndTest, SigtermStopsTheServerWithExitCodeZero) {
 TEST_F(EndToEndTest, ApiKeyIsSentButNeverShown) {
   const std::string key = "sk-e2e-0f1e2d3c4b5a6978";
   const std::string wrong = "sk-e2e-wrong-8877665544";
-  std::string key_file = ::testing::TempDir() + "/sim.key";
-  std::string wrong_file = ::testing::TempDir() + "/wrong.key";
+  std::string key_file = testing::MakeTempDir() + "/sim.key";
+  std::string wrong_file = testing::MakeTempDir() + "/wrong.key";
   WriteFile(key_file, key + "\n");
   WriteFile(wrong_file, wrong + "\n");
   StackOptions options;

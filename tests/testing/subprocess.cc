@@ -10,8 +10,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -179,12 +181,42 @@ int PortFromLine(absl::string_view line) {
   return port;
 }
 
+namespace {
+
+// One directory under which MakeTempDir makes every other of this process,
+// removed when the process exits (static destructors run after main
+// returns), so that a test run leaves nothing behind. A child forked
+// without exec that exits does not remove it.
+class TempRoot {
+ public:
+  TempRoot() {
+    const char* base = getenv("TEST_TMPDIR");
+    std::string pattern =
+        absl::StrCat(base != nullptr ? base : "/tmp", "/sdg-test-XXXXXX");
+    if (mkdtemp(pattern.data()) != nullptr) path_ = std::move(pattern);
+  }
+  ~TempRoot() {
+    if (path_.empty() || ::getpid() != owner_) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempRoot(const TempRoot&) = delete;
+  TempRoot& operator=(const TempRoot&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;  // empty if it could not be made
+  const pid_t owner_ = ::getpid();
+};
+
+}  // namespace
+
 std::string MakeTempDir() {
-  const char* base = getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/sdg-test-XXXXXX");
+  static const TempRoot root;
+  if (root.path().empty()) return "/tmp";
+  std::string pattern = root.path() + "/XXXXXX";
   char* made = mkdtemp(pattern.data());
-  return made != nullptr ? std::string(made) : std::string("/tmp");
+  return made != nullptr ? std::string(made) : root.path();
 }
 
 std::string ReadFile(const std::string& path) {

@@ -61,7 +61,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv);
 // The port at the end of a "... listening on HOST:PORT" line.
 int PortFromLine(absl::string_view line);
 
-// A fresh directory under the test's temporary directory.
+// A fresh directory under the test's temporary directory ($TEST_TMPDIR or
+// /tmp), inside one for the whole process that is removed when it exits.
 std::string MakeTempDir();
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& text);

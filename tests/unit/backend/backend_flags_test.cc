@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "absl/container/flat_hash_map.h"
+#include "tests/testing/subprocess.h"
 
 namespace sdg {
 namespace {
@@ -91,7 +92,7 @@ TEST(BackendFlagsTest, RateLimitsApplyToTheBackendsNamed) {
 }
 
 TEST(BackendFlagsTest, ApiKeyFromFileWinsOverEnvironment) {
-  std::string path = ::testing::TempDir() + "/key";
+  std::string path = testing::MakeTempDir() + "/key";
   std::ofstream(path) << "  sk-from-file\n";
   absl::flat_hash_map<std::string, std::string> env = {
       {"SDG_BACKEND_API_KEY_MY_VLLM", "sk-from-env"},
@@ -115,7 +116,7 @@ TEST(BackendFlagsTest, ApiKeyFromFileWinsOverEnvironment) {
 }
 
 TEST(BackendFlagsTest, AnEmptyKeyFileIsAnErrorThatShowsNoKey) {
-  std::string path = ::testing::TempDir() + "/empty-key";
+  std::string path = testing::MakeTempDir() + "/empty-key";
   std::ofstream(path) << "\n";
   BackendFlags flags;
   flags.backend = {"a=http://h:1/v1"};
