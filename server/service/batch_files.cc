@@ -64,15 +64,10 @@ class OutputFile {
   FileCount count_;
 };
 
-namespace {
-
-// A job that its completion window stopped (JobTimeout's reason).
-bool ExpiredByWindow(const v1::JobFinished& finished) {
-  return finished.state() == v1::JOB_STATE_FAILED &&
-         absl::StrContains(finished.reason(), "timeout of");
+bool BatchFiles::ExpiredByWindow(v1::JobState state, absl::string_view reason) {
+  return state == v1::JOB_STATE_FAILED &&
+         absl::StrContains(reason, "timeout of");
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<BatchFiles>> BatchFiles::Open(
     DatasetStore& store, Batch batch, std::shared_ptr<Dataset> input,
@@ -254,10 +249,10 @@ absl::Status BatchFiles::WriteWaiting() {
 
 absl::Status BatchFiles::Complete() {
   const v1::JobFinished& finished = *finished_;
-  const absl::string_view code = ExpiredByWindow(finished) ? "batch_expired"
-                                 : finished.state() == v1::JOB_STATE_CANCELLED
-                                     ? "batch_cancelled"
-                                     : "batch_failed";
+  const absl::string_view code =
+      ExpiredByWindow(finished.state(), finished.reason()) ? "batch_expired"
+      : finished.state() == v1::JOB_STATE_CANCELLED        ? "batch_cancelled"
+                                                           : "batch_failed";
   const std::string message = finished.reason().empty()
                                   ? "the batch ended before this line ran"
                                   : finished.reason();

@@ -57,6 +57,8 @@ class BatchFiles {
   // The ids of the output and error files of the batch job `job_id`.
   static std::string OutputFileId(absl::string_view job_id);
   static std::string ErrorFileId(absl::string_view job_id);
+  // A job that its completion window stopped (JobTimeout's reason).
+  static bool ExpiredByWindow(v1::JobState state, absl::string_view reason);
 
   BatchFiles(const BatchFiles&) = delete;
   BatchFiles& operator=(const BatchFiles&) = delete;

@@ -37,12 +37,6 @@ bool Ended(v1::JobState state) {
          state == v1::JOB_STATE_CANCELLED;
 }
 
-// A job that its completion window stopped (JobTimeout's reason).
-bool ExpiredByWindow(const v1::Job& job) {
-  return job.state() == v1::JOB_STATE_FAILED &&
-         absl::StrContains(job.reason(), "timeout of");
-}
-
 }  // namespace
 
 std::string BatchService::BatchId(absl::string_view job_id) {
@@ -235,7 +229,8 @@ absl::StatusOr<BatchView> BatchService::View(const std::shared_ptr<Job>& job,
   const v1::JobState state = view.job.state();
   view.cancelling = !Ended(state) && job->token().IsCancelled() &&
                     absl::IsCancelled(job->token().reason());
-  view.expired = ExpiredByWindow(view.job);
+  view.expired =
+      BatchFiles::ExpiredByWindow(view.job.state(), view.job.reason());
   {
     // While it cancels: when that was asked for.
     absl::MutexLock lock(&cancels_mu_);

@@ -23,6 +23,15 @@ std::string PathIn(const std::string& dir, const char* name) {
   return absl::StrCat(dir, "/", name);
 }
 
+// OUT_OF_RANGE unless rows [first, first + count) are among `rows`.
+absl::Status CheckRange(int64_t first, int64_t count, int64_t rows) {
+  if (first < 0 || count < 0 || first + count > rows) {
+    return absl::OutOfRangeError(
+        absl::StrCat("rows ", first, "+", count, " of ", rows));
+  }
+  return absl::OkStatus();
+}
+
 class MemoryDataset final : public Dataset {
  public:
   explicit MemoryDataset(std::vector<google::protobuf::Struct> rows)
@@ -30,22 +39,15 @@ class MemoryDataset final : public Dataset {
   int64_t row_count() const override {
     return static_cast<int64_t>(rows_.size());
   }
-  absl::Status CheckRange(int64_t first, int64_t count) const {
-    if (first < 0 || count < 0 || first + count > row_count()) {
-      return absl::OutOfRangeError(
-          absl::StrCat("rows ", first, "+", count, " of ", row_count()));
-    }
-    return absl::OkStatus();
-  }
   absl::StatusOr<std::vector<google::protobuf::Struct>> ReadRows(
       int64_t first, int64_t count) const override {
-    SDG_RETURN_IF_ERROR(CheckRange(first, count));
+    SDG_RETURN_IF_ERROR(CheckRange(first, count, row_count()));
     return std::vector<google::protobuf::Struct>(rows_.begin() + first,
                                                  rows_.begin() + first + count);
   }
   absl::Status ReadEncodedRows(int64_t first, int64_t count,
                                EncodedRowFn on_row) const override {
-    SDG_RETURN_IF_ERROR(CheckRange(first, count));
+    SDG_RETURN_IF_ERROR(CheckRange(first, count, row_count()));
     std::string encoded;
     for (int64_t i = first; i < first + count; ++i) {
       encoded.clear();
@@ -86,10 +88,7 @@ class FileDataset final : public Dataset {
 
   absl::Status ReadEncodedRows(int64_t first, int64_t count,
                                EncodedRowFn on_row) const override {
-    if (first < 0 || count < 0 || first + count > row_count_) {
-      return absl::OutOfRangeError(
-          absl::StrCat("rows ", first, "+", count, " of ", row_count_));
-    }
+    SDG_RETURN_IF_ERROR(CheckRange(first, count, row_count_));
     const std::string index_path = PathIn(dir_, kIndexFile);
     std::vector<uint64_t> offsets(static_cast<size_t>(count) + 1);
     const size_t index_bytes = offsets.size() * sizeof(uint64_t);
